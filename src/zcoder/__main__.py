@@ -1,0 +1,3 @@
+from zcoder.cli import main
+
+raise SystemExit(main())

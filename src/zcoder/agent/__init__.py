@@ -1,0 +1,1 @@
+"""The agent: model clients, the turn loop and its guards."""

@@ -1,0 +1,118 @@
+"""argv -> config -> mode; nothing else.
+
+Heavy modules (trio, httpx, prompt_toolkit) are imported only once the mode is known, so
+``--version`` and ``--help`` stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from zcoder import __version__
+from zcoder.config import DEFAULT_HOST, DEFAULT_MODEL, RawOptions, load_config
+from zcoder.errors import ConfigError
+
+__all__ = ["build_parser", "main"]
+
+_EPILOG = """\
+commands:
+  zcoder agents [--json]   list the other live zcoder instances of this user on this machine
+
+environment:
+  ZCODER_MODEL, OLLAMA_HOST, ZCODER_WORKSPACE, ZCODER_PROFILE, ZCODER_COMMAND_POLICY
+  (ask|allow|deny), ZCODER_HOME, ZCODER_WARMUP (on|off), ZCODER_RELAY (on|off|paused),
+  ZCODER_RELAY_DIR, ZCODER_RELAY_MAX_BYTES, ZCODER_RELAY_MAX_MESSAGE_CHARS,
+  ZCODER_RELAY_MAX_QUEUE, ZCODER_RELAY_IO_TIMEOUT. Flags override the environment.
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # One clear line and exit 2, not argparse's usage dump.
+        sys.stderr.write(f"zcoder: {message} (see zcoder --help)\n")
+        raise SystemExit(2)
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+    return int(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="zcoder",
+        description="A terminal coding agent for local models (Ollama).",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    a = p.add_argument
+    a("-m", "--model", help=f"model name (ZCODER_MODEL, default {DEFAULT_MODEL})")
+    a("--host", help=f"Ollama URL or host:port (OLLAMA_HOST, default {DEFAULT_HOST})")
+    a("-w", "--workspace", help="workspace directory (ZCODER_WORKSPACE, default: cwd)")
+    a("--profile", help="coding or sysadmin (ZCODER_PROFILE, default coding)")
+    a("--yes", action="store_true", help="run commands without asking (refused with sysadmin)")
+    a("--deny-commands", action="store_true", help="refuse every command the model asks for")
+    a("-p", "--prompt", help="run one turn non-interactively and print the answer")
+    a("--resume", metavar="SESSION_ID", help="continue a saved session")
+    a("--no-think", action="store_true", help="do not ask the model to think")
+    a("--no-warmup", action="store_true", help="do not preload the model at start")
+    a("--context-window", type=_positive_int, metavar="N", help="context size (num_ctx)")
+    a("--debug-log", metavar="FILE", help="write a debug log to FILE")
+    a("--server", action="store_true", help=argparse.SUPPRESS)
+    a("--connect", metavar="URL", help=argparse.SUPPRESS)
+    a("--version", action="version", version=f"zcoder {__version__}")
+    return p
+
+
+def _agents_main(argv: Sequence[str]) -> int:
+    p = _Parser(prog="zcoder agents", description="List the other live zcoder instances.")
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+    ns = p.parse_args(list(argv))
+    from zcoder.agents_cmd import run_agents
+
+    return run_agents(as_json=bool(ns.json), env=os.environ)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["agents"]:
+        return _agents_main(args[1:])
+    ns = build_parser().parse_args(args)
+    if ns.server or ns.connect:
+        sys.stderr.write("zcoder: --server/--connect are reserved and not available yet\n")
+        return 2
+    opts = RawOptions(
+        model=ns.model,
+        host=ns.host,
+        workspace=ns.workspace,
+        profile=ns.profile,
+        yes=ns.yes,
+        deny_commands=ns.deny_commands,
+        resume=ns.resume,
+        no_think=ns.no_think,
+        no_warmup=ns.no_warmup,
+        context_window=ns.context_window,
+        debug_log=ns.debug_log,
+        prompt=ns.prompt,
+    )
+    try:
+        config = load_config(opts, os.environ)
+    except ConfigError as exc:
+        sys.stderr.write(f"zcoder: {exc}\n")
+        return 2
+    if config.prompt is not None:
+        from zcoder.oneshot import run_oneshot
+
+        return run_oneshot(config)
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        sys.stderr.write(
+            'zcoder: interactive mode needs a terminal; use --prompt "TEXT" for a one-shot run\n'
+        )
+        return 2
+    from zcoder.app import run_app
+
+    return run_app(config)

@@ -1,0 +1,216 @@
+"""Settings: flags over environment over defaults, validated into frozen objects.
+
+Pure: ``load_config`` takes the parsed flags and an environment mapping and either returns a
+``Config`` or raises ``ConfigError`` naming the option and the accepted values. Relay
+settings fail closed on their own: a bad relay value disables the relay (``relay_problem``)
+and changes nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal, cast
+
+import attrs
+
+from zcoder.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_MODEL",
+    "CommandPolicy",
+    "Config",
+    "Profile",
+    "RawOptions",
+    "RelayMode",
+    "RelaySettings",
+    "default_home",
+    "load_config",
+    "normalize_host",
+    "relay_settings_from_env",
+]
+
+Profile = Literal["coding", "sysadmin"]
+CommandPolicy = Literal["ask", "allow", "deny"]
+RelayMode = Literal["on", "off", "paused"]
+
+DEFAULT_MODEL = "qwen3-coder:latest"
+DEFAULT_HOST = "http://127.0.0.1:11434"
+PROFILES: tuple[Profile, ...] = ("coding", "sysadmin")
+POLICIES: tuple[CommandPolicy, ...] = ("ask", "allow", "deny")
+RELAY_MODES: tuple[RelayMode, ...] = ("on", "off", "paused")
+_HOST_RE = re.compile(r"^(?:(https?)://)?([A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?/?$")
+
+
+@attrs.frozen
+class RelaySettings:
+    """The relay spec's configuration table."""
+
+    mode: RelayMode = "on"
+    dir: Path | None = None
+    max_bytes: int = 65536
+    max_message_chars: int = 16000
+    max_queue: int = 16
+    io_timeout: float = 2.0
+
+
+@attrs.frozen
+class RawOptions:
+    """Command-line flags as given; ``None`` means not given."""
+
+    model: str | None = None
+    host: str | None = None
+    workspace: str | None = None
+    profile: str | None = None
+    yes: bool = False
+    deny_commands: bool = False
+    resume: str | None = None
+    no_think: bool = False
+    no_warmup: bool = False
+    context_window: int | None = None
+    debug_log: str | None = None
+    prompt: str | None = None
+
+
+@attrs.frozen
+class Config:
+    """The validated settings of one zcoder run."""
+
+    model: str
+    host: str
+    workspace: Path
+    profile: Profile
+    command_policy: CommandPolicy
+    home: Path
+    resume: str | None = None
+    think: bool = True
+    warmup: bool = True
+    context_window: int | None = None
+    debug_log: Path | None = None
+    prompt: str | None = None
+    relay: RelaySettings = RelaySettings()
+    relay_problem: str = ""
+
+
+def normalize_host(value: str) -> str:
+    """Accept ``http(s)://host[:port]`` or bare ``host[:port]``; return a base URL."""
+    m = _HOST_RE.match(value.strip())
+    if not m or (m.group(3) is not None and not 0 < int(m.group(3)) < 65536):
+        raise ConfigError("--host", f"{value!r} is not a URL like http://127.0.0.1:11434")
+    scheme = m.group(1) or "http"
+    port = m.group(3) or ("11434" if m.group(1) is None else None)
+    return f"{scheme}://{m.group(2)}" + (f":{port}" if port else "")
+
+
+def default_home(env: Mapping[str, str]) -> Path:
+    if env.get("ZCODER_HOME"):
+        return Path(env["ZCODER_HOME"]).expanduser()
+    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME", "~")).expanduser() / ".config")
+    return Path(base) / "zcoder"
+
+
+def _choice(option: str, value: str, accepted: tuple[str, ...]) -> str:
+    if value not in accepted:
+        raise ConfigError(option, f"{value!r} is not one of {', '.join(accepted)}")
+    return value
+
+
+def _int(option: str, value: str, low: int, high: int) -> int:
+    if not re.fullmatch(r"[0-9]+", value.strip()) or not low <= int(value) <= high:
+        raise ConfigError(option, f"{value!r} is not a whole number from {low} to {high}")
+    return int(value)
+
+
+def _workspace(value: str) -> Path:
+    path = Path(value).expanduser()
+    try:
+        resolved = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise ConfigError("--workspace", f"{value!r} does not exist") from None
+    if not resolved.is_dir():
+        raise ConfigError("--workspace", f"{value!r} is not a directory")
+    return resolved
+
+
+def relay_settings_from_env(env: Mapping[str, str]) -> RelaySettings:
+    """Read the ``ZCODER_RELAY*`` settings; raise ``ConfigError`` for the first bad one."""
+    mode = cast(RelayMode, _choice("ZCODER_RELAY", env.get("ZCODER_RELAY", "on"), RELAY_MODES))
+    raw_dir = env.get("ZCODER_RELAY_DIR")
+    if raw_dir is not None and not os.path.isabs(raw_dir):
+        raise ConfigError("ZCODER_RELAY_DIR", f"{raw_dir!r} is not an absolute path")
+    timeout_raw = env.get("ZCODER_RELAY_IO_TIMEOUT", "2")
+    try:
+        timeout = float(timeout_raw)
+    except ValueError:
+        timeout = -1.0
+    if not 0.05 <= timeout <= 60:
+        raise ConfigError(
+            "ZCODER_RELAY_IO_TIMEOUT", f"{timeout_raw!r} is not a number of seconds from 0.05 to 60"
+        )
+    return RelaySettings(
+        mode=mode,
+        dir=Path(raw_dir) if raw_dir else None,
+        max_bytes=_int(
+            "ZCODER_RELAY_MAX_BYTES", env.get("ZCODER_RELAY_MAX_BYTES", "65536"), 1024, 16777216
+        ),
+        max_message_chars=_int(
+            "ZCODER_RELAY_MAX_MESSAGE_CHARS",
+            env.get("ZCODER_RELAY_MAX_MESSAGE_CHARS", "16000"),
+            1,
+            1000000,
+        ),
+        max_queue=_int("ZCODER_RELAY_MAX_QUEUE", env.get("ZCODER_RELAY_MAX_QUEUE", "16"), 1, 1024),
+        io_timeout=timeout,
+    )
+
+
+def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
+    """Merge flags over environment over defaults, validating every value."""
+    profile = cast(
+        Profile, _choice("--profile", opts.profile or env.get("ZCODER_PROFILE", "coding"), PROFILES)
+    )
+    policy = cast(
+        CommandPolicy,
+        _choice("ZCODER_COMMAND_POLICY", env.get("ZCODER_COMMAND_POLICY", "ask"), POLICIES),
+    )
+    if opts.yes and opts.deny_commands:
+        raise ConfigError("--yes", "cannot be combined with --deny-commands")
+    if opts.yes:
+        policy = "allow"
+    elif opts.deny_commands:
+        policy = "deny"
+    if profile == "sysadmin" and policy == "allow":
+        which = "--yes" if opts.yes else "ZCODER_COMMAND_POLICY=allow"
+        raise ConfigError(which, "is refused with the sysadmin profile: every command asks")
+    model = (opts.model or env.get("ZCODER_MODEL") or DEFAULT_MODEL).strip()
+    if not model or any(c.isspace() or not c.isprintable() for c in model):
+        raise ConfigError("--model", f"{model!r} is not a model name like qwen3-coder:latest")
+    if opts.context_window is not None and not 256 <= opts.context_window <= 2_097_152:
+        raise ConfigError("--context-window", f"{opts.context_window} is not from 256 to 2097152")
+    warmup_env = _choice("ZCODER_WARMUP", env.get("ZCODER_WARMUP", "on"), ("on", "off"))
+    if opts.prompt is not None and not opts.prompt.strip():
+        raise ConfigError("--prompt", "is empty")
+    relay_problem = ""
+    try:
+        relay = relay_settings_from_env(env)
+    except ConfigError as exc:
+        relay, relay_problem = RelaySettings(mode="off"), f"relay disabled: {exc}"
+    return Config(
+        model=model,
+        host=normalize_host(opts.host or env.get("OLLAMA_HOST") or DEFAULT_HOST),
+        workspace=_workspace(opts.workspace or env.get("ZCODER_WORKSPACE") or os.getcwd()),
+        profile=profile,
+        command_policy=policy,
+        home=default_home(env),
+        resume=opts.resume,
+        think=not opts.no_think,
+        warmup=not opts.no_warmup and warmup_env == "on",
+        context_window=opts.context_window,
+        debug_log=Path(opts.debug_log).expanduser() if opts.debug_log else None,
+        prompt=opts.prompt,
+        relay=relay,
+        relay_problem=relay_problem,
+    )

@@ -1,0 +1,1 @@
+"""The same-host inter-agent relay (see docs/relay-protocol.rst)."""

@@ -1,0 +1,1 @@
+"""The interactive terminal (prompt_toolkit lives only here)."""

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from zcoder import __version__
+from zcoder.cli import main
+
+
+def test_version_is_fast_and_light() -> None:
+    code = "import sys; from zcoder.cli import main; main(['--version'])"
+    out = subprocess.run(
+        [sys.executable, "-c", code + "\n"], capture_output=True, text=True, check=False
+    )
+    assert out.stdout.strip() == f"zcoder {__version__}"
+    probe = (
+        "import sys, zcoder.cli; "
+        "print(sorted(m for m in ('trio','httpx','prompt_toolkit') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--profile", "x"], "--profile"),
+        (["--context-window", "abc"], "--context-window"),
+        (["--bogus"], "unrecognized arguments"),
+        (["--host", "ftp://x"], "--host"),
+        (["--server"], "reserved"),
+    ],
+)
+def test_bad_options_exit_2_with_one_line(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        raise SystemExit(main(argv))
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1
+
+
+def test_interactive_without_tty_suggests_prompt(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "--prompt" in capsys.readouterr().err
+
+
+def test_help_lists_options(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for opt in (
+        "--model",
+        "--host",
+        "--workspace",
+        "--profile",
+        "--yes",
+        "--deny-commands",
+        "--prompt",
+        "--resume",
+        "--no-think",
+        "--no-warmup",
+        "--context-window",
+        "--debug-log",
+        "--version",
+        "ZCODER_RELAY",
+        "agents",
+    ):
+        assert opt in out

@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from zcoder.config import RawOptions, load_config, normalize_host
+from zcoder.errors import ConfigError
+
+
+def test_defaults(tmp_path: Path) -> None:
+    c = load_config(RawOptions(workspace=str(tmp_path)), {"HOME": str(tmp_path)})
+    assert c.model == "qwen3-coder:latest"
+    assert c.host == "http://127.0.0.1:11434"
+    assert c.workspace == tmp_path.resolve()
+    assert (c.profile, c.command_policy, c.think, c.warmup) == ("coding", "ask", True, True)
+    assert c.home == tmp_path / ".config" / "zcoder"
+    assert c.relay.max_queue == 16 and c.relay_problem == ""
+
+
+def test_flags_override_environment(tmp_path: Path) -> None:
+    env = {"ZCODER_MODEL": "a", "OLLAMA_HOST": "h:1", "ZCODER_PROFILE": "sysadmin"}
+    c = load_config(RawOptions(model="b", host="k:2", profile="coding", workspace="."), env)
+    assert (c.model, c.host, c.profile) == ("b", "http://k:2", "coding")
+    c = load_config(RawOptions(workspace="."), env)
+    assert (c.model, c.host, c.profile) == ("a", "http://h:1", "sysadmin")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("localhost:8080", "http://localhost:8080"),
+        ("ollama", "http://ollama:11434"),
+        ("https://example.org", "https://example.org"),
+        ("http://127.0.0.1:11434/", "http://127.0.0.1:11434"),
+    ],
+)
+def test_normalize_host(value: str, expected: str) -> None:
+    assert normalize_host(value) == expected
+
+
+@pytest.mark.parametrize("value", ["", "ftp://x", "a b", "h:99999", "http://x/path"])
+def test_bad_host(value: str) -> None:
+    with pytest.raises(ConfigError, match="--host"):
+        normalize_host(value)
+
+
+@pytest.mark.parametrize(
+    ("opts", "env", "option"),
+    [
+        (RawOptions(profile="ops"), {}, "--profile"),
+        (RawOptions(), {"ZCODER_COMMAND_POLICY": "maybe"}, "ZCODER_COMMAND_POLICY"),
+        (RawOptions(yes=True, profile="sysadmin"), {}, "--yes"),
+        (
+            RawOptions(),
+            {"ZCODER_PROFILE": "sysadmin", "ZCODER_COMMAND_POLICY": "allow"},
+            "ZCODER_COMMAND_POLICY=allow",
+        ),
+        (RawOptions(yes=True, deny_commands=True), {}, "--yes"),
+        (RawOptions(workspace="/nonexistent/zz"), {}, "--workspace"),
+        (RawOptions(workspace="/etc/hostname"), {}, "--workspace"),
+        (RawOptions(context_window=3), {}, "--context-window"),
+        (RawOptions(model="a b"), {}, "--model"),
+        (RawOptions(prompt="  "), {}, "--prompt"),
+        (RawOptions(), {"ZCODER_WARMUP": "yes"}, "ZCODER_WARMUP"),
+    ],
+)
+def test_bad_values_name_the_option(opts: RawOptions, env: dict[str, str], option: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(opts, env)
+    assert info.value.option == option
+
+
+def test_policy_flags() -> None:
+    assert load_config(RawOptions(yes=True), {}).command_policy == "allow"
+    assert load_config(RawOptions(deny_commands=True), {}).command_policy == "deny"
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"ZCODER_RELAY": "maybe"},
+        {"ZCODER_RELAY_MAX_BYTES": "12k"},
+        {"ZCODER_RELAY_MAX_QUEUE": "0"},
+        {"ZCODER_RELAY_IO_TIMEOUT": "never"},
+        {"ZCODER_RELAY_DIR": "relative/dir"},
+        {"ZCODER_RELAY_MAX_MESSAGE_CHARS": "-1"},
+    ],
+)
+def test_bad_relay_setting_disables_only_the_relay(env: dict[str, str]) -> None:
+    c = load_config(RawOptions(model="m"), env)
+    assert c.relay.mode == "off"
+    assert c.relay_problem.startswith("relay disabled: ZCODER_RELAY")
+    assert c.model == "m" and c.command_policy == "ask"
+
+
+def test_relay_settings_read() -> None:
+    env = {"ZCODER_RELAY": "paused", "ZCODER_RELAY_DIR": "/tmp/x", "ZCODER_RELAY_IO_TIMEOUT": "0.5"}
+    r = load_config(RawOptions(), env).relay
+    assert (r.mode, r.dir, r.io_timeout) == ("paused", Path("/tmp/x"), 0.5)

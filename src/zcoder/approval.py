@@ -1,0 +1,40 @@
+"""Approval questions: what the agent asks the local user, and who answers.
+
+The one-shot mode answers on ``/dev/tty`` (deny when there is none); the interactive app
+answers with an approval line. Pure data and a protocol, floor 1.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+import attrs
+
+from zcoder.conversation import Origin
+
+__all__ = ["Answer", "ApprovalRequest", "Approver"]
+
+Answer = Literal["y", "a", "n"]
+
+
+@attrs.frozen
+class ApprovalRequest:
+    """One question. ``kind`` is ``command`` (run_command) or ``send`` (send_agent_message).
+
+    ``choices`` lists the answers the policy allows here: ``("y", "a", "n")``, or
+    ``("y", "n")`` where a conversation-wide grant is not offered (sysadmin, relayed turns,
+    sends). ``text`` is the exact command or message; ``cwd``/``target`` give context.
+    """
+
+    kind: Literal["command", "send"]
+    text: str
+    choices: tuple[Answer, ...]
+    origin: Origin = "user"
+    cwd: str = ""
+    target: str = ""
+
+
+class Approver(Protocol):
+    """Asks the local user. Returns ``"n"`` when the question is dismissed (Escape)."""
+
+    async def ask(self, request: ApprovalRequest) -> Answer: ...

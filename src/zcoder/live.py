@@ -1,0 +1,81 @@
+"""Live turn output: what the agent loop reports while a turn runs.
+
+The loop calls ``TurnSink.emit`` with these small records; the one-shot mode prints them and
+the interactive app draws them. Finished transcript entries travel as ``Entry`` wrapping a
+``TranscriptEvent`` (the same object the session stores). Pure data, floor 1.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+import attrs
+
+from zcoder.conversation import TranscriptEvent
+
+__all__ = [
+    "Entry",
+    "LiveEvent",
+    "StateChange",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolState",
+    "ToolUpdate",
+    "TurnSink",
+    "TurnState",
+]
+
+TurnState = Literal[
+    "thinking", "streaming", "running_tool", "waiting_approval", "ready", "stopped", "error"
+]
+ToolState = Literal["pending", "running", "completed", "failed", "denied", "interrupted"]
+
+
+@attrs.frozen
+class TextDelta:
+    """A piece of the assistant's answer, as it streams."""
+
+    text: str
+
+
+@attrs.frozen
+class ThinkingDelta:
+    """A piece of the model's thinking, as it streams."""
+
+    text: str
+
+
+@attrs.frozen
+class ToolUpdate:
+    """A tool card changed state. ``call_key`` is unique within the turn."""
+
+    call_key: str
+    name: str
+    target: str
+    state: ToolState
+    summary: str = ""
+    diff: str = ""
+
+
+@attrs.frozen
+class StateChange:
+    """The turn moved to another state (drives the status bar)."""
+
+    state: TurnState
+    detail: str = ""
+
+
+@attrs.frozen
+class Entry:
+    """A finished transcript entry (assistant message, tool result, notice, error, relay)."""
+
+    event: TranscriptEvent
+
+
+LiveEvent = TextDelta | ThinkingDelta | ToolUpdate | StateChange | Entry
+
+
+class TurnSink(Protocol):
+    """Receives live output; called from the Trio thread, must not block."""
+
+    def emit(self, event: LiveEvent) -> None: ...

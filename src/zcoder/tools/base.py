@@ -1,0 +1,59 @@
+"""What a tool is: its model-facing spec, its context, its result."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+__all__ = ["DEFAULT_OUTPUT_CAP", "Tool", "ToolContext", "ToolResult", "ToolSpec"]
+
+DEFAULT_OUTPUT_CAP = 32768
+
+
+@attrs.frozen
+class ToolSpec:
+    """Name, description and JSON schema (``type: object``) as the model sees them."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+    def to_ollama(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": dict(self.parameters),
+            },
+        }
+
+
+@attrs.frozen
+class ToolContext:
+    """Where a tool runs: the canonical workspace and the output cap in characters."""
+
+    workspace: Path
+    output_cap: int = DEFAULT_OUTPUT_CAP
+
+
+@attrs.frozen
+class ToolResult:
+    """What goes back to the model (``text``), plus a one-line ``summary`` and an optional
+    ``diff`` for the UI. ``ok`` is false for every ``Error: ...`` result."""
+
+    text: str
+    ok: bool = True
+    summary: str = ""
+    diff: str = ""
+
+
+@attrs.frozen
+class Tool:
+    """A spec and the coroutine that runs it with already-validated arguments."""
+
+    spec: ToolSpec
+    run: Callable[[Mapping[str, Any], ToolContext], Awaitable[ToolResult]]

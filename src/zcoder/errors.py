@@ -17,6 +17,7 @@ meets them; everything above sees only these. ``trio.Cancelled`` is never caught
     │   ├── SessionLocked        another process has the session open
     │   └── SessionNotFound      no session with that id
     ├── WorkspaceError           a path outside the workspace or not usable
+    ├── ToolError                a tool call cannot be carried out (the model sees the message)
     └── RelayError               the inter-agent relay
         ├── RelayUnavailable     the relay cannot run here (reason says why)
         ├── UnsafeRelayDir       the shared relay directory is not safe to use
@@ -43,6 +44,7 @@ __all__ = [
     "SessionNotFound",
     "StreamErrorLine",
     "StreamStalled",
+    "ToolError",
     "UnsafeRelayDir",
     "WorkspaceError",
     "ZcoderError",
@@ -112,6 +114,10 @@ class SessionNotFound(SessionError):
 
 class WorkspaceError(ZcoderError):
     """A path is outside the workspace or cannot be used."""
+
+
+class ToolError(ZcoderError):
+    """A tool call cannot be carried out; the message is what the model sees after ``Error: ``."""
 
 
 class RelayError(ZcoderError):

@@ -1,0 +1,119 @@
+"""The slash-command registry: names, help, when they may run, argument completion.
+
+Pure (floor 3): the interactive app dispatches on ``parse``; ``/help``, tab completion and
+the docs all read the one ``COMMANDS`` table, so they cannot drift apart. Text that starts
+with ``/`` but names no command is not a command: it goes to the model as typed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+__all__ = [
+    "COMMANDS",
+    "Command",
+    "ParsedCommand",
+    "complete",
+    "find",
+    "help_lines",
+    "parse",
+]
+
+
+@attrs.frozen
+class Command:
+    """One slash command.
+
+    ``idle_only``: refused while a turn runs. ``args_idle_only``: the bare command may run
+    during a turn (it only shows something) but the form with arguments changes state.
+    ``arg_kind`` names what the argument completes to (``models``, ``sessions`` or a fixed
+    ``choices`` list).
+    """
+
+    name: str
+    usage: str
+    help: str
+    idle_only: bool = False
+    args_idle_only: bool = False
+    arg_kind: str = ""
+    choices: tuple[str, ...] = ()
+
+    def needs_idle(self, args: str) -> bool:
+        return self.idle_only or (self.args_idle_only and bool(args.strip()))
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("help", "/help", "show the commands and keys"),
+    Command(
+        "model",
+        "/model [NAME]",
+        "list the server's models, or switch to NAME",
+        args_idle_only=True,
+        arg_kind="models",
+    ),
+    Command("new", "/new", "start a new session (the current one is saved)", idle_only=True),
+    Command(
+        "sessions",
+        "/sessions [N|ID]",
+        "list this workspace's sessions, or switch to number N or id ID",
+        args_idle_only=True,
+        arg_kind="sessions",
+    ),
+    Command("list-agents", "/list-agents", "list the other zcoder instances on this machine"),
+    Command(
+        "agents",
+        "/agents [pause|resume]",
+        "show the relay state, or pause/resume taking relayed work",
+        arg_kind="choices",
+        choices=("pause", "resume"),
+    ),
+    Command("quit", "/quit", "save the session and exit"),
+)
+
+
+@attrs.frozen
+class ParsedCommand:
+    command: Command
+    args: str
+
+
+def find(name: str) -> Command | None:
+    return next((c for c in COMMANDS if c.name == name), None)
+
+
+def parse(text: str) -> ParsedCommand | None:
+    """``/name args`` for a known command, else ``None`` (the text goes to the model)."""
+    stripped = text.strip()
+    if not stripped.startswith("/") or "\n" in stripped:
+        return None
+    name, _, args = stripped[1:].partition(" ")
+    command = find(name)
+    if command is None:
+        return None
+    return ParsedCommand(command, args.strip())
+
+
+def complete(text: str, *, models: Sequence[str] = (), sessions: Sequence[str] = ()) -> list[str]:
+    """Completions for the input ``text`` (cursor at its end): whole replacement strings.
+
+    ``/mo`` -> ``["/model"]``; ``/model q`` -> ``["/model qwen3:8b", ...]`` from ``models``.
+    """
+    if not text.startswith("/") or "\n" in text:
+        return []
+    head, space, arg = text[1:].partition(" ")
+    if not space:
+        return [f"/{c.name}" for c in COMMANDS if c.name.startswith(head)]
+    command = find(head)
+    if command is None or " " in arg:
+        return []
+    pool: Sequence[str] = {"models": models, "sessions": sessions, "choices": command.choices}.get(
+        command.arg_kind, ()
+    )
+    return [f"/{command.name} {p}" for p in pool if p.startswith(arg)]
+
+
+def help_lines() -> list[tuple[str, str]]:
+    """``(usage, help)`` pairs in registry order, for ``/help``."""
+    return [(c.usage, c.help + (" (not during a turn)" if c.idle_only else "")) for c in COMMANDS]

@@ -1,0 +1,59 @@
+"""The slash-command registry: parsing, idle rules, completion, help."""
+
+from __future__ import annotations
+
+from zcoder.commands import COMMANDS, complete, find, help_lines, parse
+
+
+def test_parse_known_command_with_args() -> None:
+    parsed = parse("  /model qwen3:8b  ")
+    assert parsed is not None
+    assert parsed.command.name == "model"
+    assert parsed.args == "qwen3:8b"
+
+
+def test_parse_bare_command() -> None:
+    parsed = parse("/quit")
+    assert parsed is not None
+    assert (parsed.command.name, parsed.args) == ("quit", "")
+
+
+def test_unknown_slash_text_is_not_a_command() -> None:
+    assert parse("/etc/passwd is odd") is None
+    assert parse("/modelx") is None
+    assert parse("hello /help") is None
+
+
+def test_multiline_slash_text_goes_to_the_model() -> None:
+    assert parse("/help\nplease") is None
+
+
+def test_idle_rules() -> None:
+    model, new, sessions, help_ = find("model"), find("new"), find("sessions"), find("help")
+    assert model and new and sessions and help_
+    assert not model.needs_idle("") and model.needs_idle("llama3")
+    assert new.needs_idle("")
+    assert not sessions.needs_idle("  ") and sessions.needs_idle("2")
+    assert not help_.needs_idle("")
+
+
+def test_complete_command_names() -> None:
+    assert complete("/") == [f"/{c.name}" for c in COMMANDS]
+    assert complete("/mo") == ["/model"]
+    assert complete("/s") == ["/sessions"]
+    assert complete("hello") == []
+
+
+def test_complete_arguments() -> None:
+    models = ["qwen3:8b", "qwen3-coder:latest", "llama3:8b"]
+    assert complete("/model qw", models=models) == ["/model qwen3:8b", "/model qwen3-coder:latest"]
+    assert complete("/sessions 1", sessions=["1", "2", "10"]) == ["/sessions 1", "/sessions 10"]
+    assert complete("/agents p") == ["/agents pause"]
+    assert complete("/quit x") == []
+    assert complete("/model a b", models=["a"]) == []
+
+
+def test_help_lines_follow_the_registry() -> None:
+    lines = help_lines()
+    assert [u for u, _ in lines] == [c.usage for c in COMMANDS]
+    assert dict(lines)["/new"].endswith("(not during a turn)")

@@ -1,0 +1,121 @@
+"""Fixtures for the pty tests: private dirs, a fake Ollama process, zcoder in a pty."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from tests.ui.pty_harness import FakeOllamaProcess, PtyApp
+
+DEFAULT_MODEL = "qwen3-coder:latest"
+
+StartFake = Callable[[Mapping[str, Any]], FakeOllamaProcess]
+
+
+@attrs.frozen
+class PtyDirs:
+    """Short private dirs for one test (AF_UNIX socket paths must stay short)."""
+
+    root: Path
+    home: Path
+    runtime: Path
+    relay: Path
+    workspace: Path
+
+
+class Launch:
+    """Starts zcoder (or any argv) in a pty; every app started is terminated at teardown."""
+
+    def __init__(self, dirs: PtyDirs) -> None:
+        self.dirs = dirs
+        self.apps: list[PtyApp] = []
+
+    def env(self, host: str, model: str, extra: Mapping[str, str]) -> dict[str, str]:
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("ZCODER_", "OLLAMA_"))}
+        base.pop("NO_COLOR", None)
+        return {
+            **base,
+            "TERM": "xterm-256color",
+            "HOME": str(self.dirs.home),
+            "ZCODER_HOME": str(self.dirs.home / "zcoder"),
+            "XDG_RUNTIME_DIR": str(self.dirs.runtime),
+            "ZCODER_RELAY_DIR": str(self.dirs.relay),
+            "OLLAMA_HOST": host,
+            "ZCODER_MODEL": model,
+            **extra,
+        }
+
+    def zcoder(
+        self,
+        host: str,
+        *args: str,
+        model: str = DEFAULT_MODEL,
+        warmup: bool = False,
+        env: Mapping[str, str] | None = None,
+    ) -> PtyApp:
+        argv = [sys.executable, "-m", "zcoder", "-w", str(self.dirs.workspace), *args]
+        if not warmup:
+            argv.append("--no-warmup")
+        return self.argv(argv, env=self.env(host, model, env or {}))
+
+    def argv(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> PtyApp:
+        n = len(self.apps)
+        app = PtyApp(
+            argv,
+            env=env if env is not None else self.env("http://127.0.0.1:9", DEFAULT_MODEL, {}),
+            cwd=self.dirs.workspace,
+            stty_file=self.dirs.root / f"stty-{n}.txt",
+        )
+        self.apps.append(app)
+        return app
+
+
+@pytest.fixture
+def pty_dirs() -> Iterator[PtyDirs]:
+    root = Path(tempfile.mkdtemp(prefix="zp", dir="/tmp"))
+    dirs = PtyDirs(root, root / "h", root / "r", root / "r" / "agents", root / "ws")
+    for path in (dirs.home, dirs.runtime, dirs.workspace):
+        path.mkdir(mode=0o700)
+    os.chmod(root, 0o700)
+    os.chmod(dirs.runtime, 0o700)
+    try:
+        yield dirs
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def launch(pty_dirs: PtyDirs) -> Iterator[Launch]:
+    launcher = Launch(pty_dirs)
+    try:
+        yield launcher
+    finally:
+        for app in launcher.apps:
+            app.terminate()
+
+
+@pytest.fixture
+def start_fake(pty_dirs: PtyDirs) -> Iterator[StartFake]:
+    """``start_fake(script)`` runs a fake Ollama and returns it (``.url``)."""
+    fakes: list[FakeOllamaProcess] = []
+
+    def start(script: Mapping[str, Any]) -> FakeOllamaProcess:
+        workdir = pty_dirs.root / f"fake{len(fakes)}"
+        workdir.mkdir()
+        fake = FakeOllamaProcess(script, workdir)
+        fakes.append(fake)
+        return fake
+
+    try:
+        yield start
+    finally:
+        for fake in fakes:
+            fake.close()

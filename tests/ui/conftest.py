@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -119,3 +121,67 @@ def start_fake(pty_dirs: PtyDirs) -> Iterator[StartFake]:
     finally:
         for fake in fakes:
             fake.close()
+
+
+# -- zcoder-specific reading of the screen and scripting of the fake ------------------------
+
+# What the app's screen shows, in one place so the tests read as behaviour.
+APPROVAL_QUESTION = re.compile(r"(?i)\by\b.{0,40}\bn\b.{0,20}$|\[y/a/n\]|\(y/a/n\)|y/a/n", re.M)
+STOPPED = re.compile(r"(?i)\bstopped\b|cancelled")
+QUEUED = re.compile(r"(?i)\bqueued\b")
+RESUME_HINT = re.compile(r"zcoder --resume \S+")
+
+
+def status_line(app: PtyApp, *needles: str) -> str | None:
+    """The visible line holding every needle plus the profile name (the status bar)."""
+    for line in app.screen_text().splitlines():
+        if "coding" in line and all(n in line for n in needles):
+            return line
+    return None
+
+
+def wait_status(app: PtyApp, *needles: str, timeout: float = 10.0) -> None:
+    app.wait_until(
+        lambda a: status_line(a, *needles) is not None, f"status bar with {needles}", timeout
+    )
+
+
+def wait_ready(app: PtyApp, model: str = DEFAULT_MODEL) -> None:
+    """The app is up: its status bar names the model."""
+    wait_status(app, model, timeout=15.0)
+
+
+def submit(app: PtyApp, text: str) -> None:
+    app.send(text)
+    app.press("enter")
+
+
+def text_response(*pieces: str, delay: float = 0.0) -> dict[str, Any]:
+    return {"chunks": [{"content": p} for p in pieces], "delay": delay}
+
+
+def command_response(command: str, *, delay: float = 0.0, say: str = "") -> dict[str, Any]:
+    """The model asks to run ``command`` (after saying ``say``)."""
+    call = {"name": "run_command", "arguments": {"command": command}}
+    chunks: list[dict[str, Any]] = [{"content": say}] if say else []
+    return {"chunks": [*chunks, {"tool_calls": [call]}], "delay": delay}
+
+
+def script(
+    *responses: Mapping[str, Any], models: Sequence[str] = (DEFAULT_MODEL,)
+) -> dict[str, Any]:
+    return {"models": list(models), "responses": list(responses), "repeat_last": True}
+
+
+def messages_of(request: Mapping[str, Any], role: str) -> list[str]:
+    """The contents of the request's messages with ``role``."""
+    return [str(m.get("content", "")) for m in request["messages"] if m.get("role") == role]
+
+
+def wait_requests(fake: FakeOllamaProcess, count: int) -> list[dict[str, Any]]:
+    """Wait until the fake has recorded ``count`` chat requests; return them all."""
+    deadline = time.monotonic() + 10
+    while len(requests := fake.chat_requests()) < count:
+        assert time.monotonic() < deadline, f"expected {count} chat requests, got {requests}"
+        time.sleep(0.05)
+    return requests

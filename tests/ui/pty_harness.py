@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -220,6 +220,16 @@ class PtyApp:
                 raise AssertionError(f"{pattern!r} not seen in {timeout}s\n{self.describe()}")
             time.sleep(0.02)
 
+    def wait_until(
+        self, predicate: Callable[[PtyApp], bool], what: str, timeout: float = 10.0
+    ) -> None:
+        """Poll until ``predicate(self)`` holds; ``what`` names it in the failure message."""
+        deadline = time.monotonic() + timeout
+        while not predicate(self):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not seen in {timeout}s: {what}\n{self.describe()}")
+            time.sleep(0.02)
+
     def wait_gone(
         self, pattern: str | re.Pattern[str], timeout: float = 10.0, *, where: Where = "screen"
     ) -> None:
@@ -351,8 +361,12 @@ class FakeOllamaProcess:
         return list(self._call("GET", "/_fake/requests"))
 
     def chat_requests(self) -> list[dict[str, Any]]:
-        """Only the recorded chat requests that carry messages."""
-        return [r for r in self.requests() if isinstance(r, dict) and "messages" in r]
+        """The recorded chat requests that carry messages (warm-up loads have none)."""
+        return [r for r in self.requests() if isinstance(r, dict) and r.get("messages")]
+
+    def outcomes(self) -> list[str]:
+        """How each chat request ended (``complete``, ``client_disconnected``, ...)."""
+        return list(self._call("GET", "/_fake/outcomes"))
 
     def set_script(self, script: Mapping[str, Any]) -> None:
         self._call("POST", "/_fake/script", dict(script))

@@ -1,0 +1,338 @@
+"""The relay's flat JSON envelopes and their validation (cattrs lives only here).
+
+Payloads are compact JSON objects in strict UTF-8 (no BOM; no duplicate keys; no NaN or
+Infinity; nothing but JSON ``true``/``false`` counts as a boolean and a boolean never counts
+as a number). Requests are ``enqueue`` and ``ping``; the only answer is ``ack``.
+
+Field rules (every field is required unless said otherwise; types are exact: ``"1"`` is not
+the integer 1, ``true`` is not an integer, ``1.0`` is not an integer):
+
+* ``protocol``: the integer 1.
+* ``type``: ``"enqueue"``, ``"ping"`` or ``"ack"``.
+* ``message_id``: ``[A-Za-z0-9_.-]{1,100}``. In an ack it may also be ``""``: the receiver
+  could not read the request's id.
+* ``target_instance_id``, ``sender_instance_id``: ``<pid>-<nonce>``,
+  ``[1-9][0-9]{0,9}-[A-Za-z0-9]{4,32}``.
+* ``sender_pid``: integer 1 to 2**31-1; ``sender_instance_id`` must start with
+  ``"<sender_pid>-"``.
+* ``sender_project``: at most 256 characters, no NUL. ``sender_workspace``: an absolute
+  path, 1 to 4096 characters, no NUL.
+* ``body``: not empty or only whitespace, at most ``max_message_chars`` characters (Unicode
+  code points, whatever the locale; the byte size is bounded by the frame limit), any text
+  otherwise: newlines, quotes, backslashes, glob characters, emoji are literal data.
+* ``created_at``: integer seconds since the epoch, 0 to 2**53.
+* ack ``status``: one of ``STATUSES``; ``queue_position``: optional integer >= 1 (with
+  ``accepted``/``duplicate``); ``state``: optional, ``ready``/``busy``/``paused`` (with
+  ``pong``). An ack omits the optional fields it does not carry.
+* No string may hold a lone surrogate (it could not be stored as UTF-8).
+
+Unknown keys: a request with a key not listed for its type is ``invalid``; a receiver
+must not act on a request it does not fully understand, and a future version that adds
+fields bumps ``protocol`` (answered ``unsupported``). An ack's unknown keys are ignored: by
+the time it is read the request has been handled, and the status is what matters.
+
+``decode_request`` decides in the spec's order: parse (``invalid``), protocol version
+(``invalid`` when missing or not an integer, ``unsupported`` when another integer),
+target (``wrong_target`` when a string other than ours, ``invalid`` when missing or not a
+string), type (``unsupported`` when an unknown string, ``invalid`` when missing or not a
+string), fields (``invalid``). The sender check, duplicate, paused, full and accept steps
+follow in the listener and the spool.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+import attrs
+import cattrs
+from cattrs.v import format_exception
+
+from zcoder.errors import RelayError, RelayTransportError
+from zcoder.relay.protocol import (
+    INSTANCE_ID_RE,
+    MESSAGE_ID_RE,
+    PROTOCOL_VERSION,
+    STATUSES,
+)
+
+__all__ = [
+    "MAX_PROJECT_CHARS",
+    "MAX_WORKSPACE_CHARS",
+    "STATES",
+    "Ack",
+    "Enqueue",
+    "Limits",
+    "Ping",
+    "Rejected",
+    "decode_ack",
+    "decode_request",
+    "encode_envelope",
+    "enqueue_from_json",
+    "enqueue_to_json",
+]
+
+STATES: tuple[str, ...] = ("ready", "busy", "paused")
+MAX_PROJECT_CHARS = 256
+MAX_WORKSPACE_CHARS = 4096
+_MAX_PID = 2**31 - 1
+_MAX_TIME = 2**53
+_T = TypeVar("_T")
+_Check = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+_Test = Callable[[Any], object]
+
+
+class _FieldError(ValueError):
+    """A field's own message, kept verbatim in the rejection reason."""
+
+
+def _check(kind: type, test: _Test, what: str) -> _Check:
+    def validate(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if type(value) is not kind or not test(value):
+            raise _FieldError(f"{attribute.name} must be {what}")
+
+    return validate
+
+
+def _utf8(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return True
+
+
+def _text(value: str, low: int, high: int) -> bool:
+    return low <= len(value) <= high and "\0" not in value and _utf8(value)
+
+
+def _body(value: str) -> bool:
+    return bool(value.strip()) and _utf8(value)
+
+
+def _optional(check: _Check) -> _Check:
+    def validate(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value is not None:
+            check(inst, attribute, value)
+
+    return validate
+
+
+def _literal(word: str) -> _Check:
+    return _check(str, word.__eq__, repr(word))
+
+
+_protocol = _check(int, lambda v: v == PROTOCOL_VERSION, str(PROTOCOL_VERSION))
+_message_id = _check(str, MESSAGE_ID_RE.fullmatch, "1-100 of A-Z a-z 0-9 _ . -")
+_ack_message_id = _check(str, lambda v: v == "" or MESSAGE_ID_RE.fullmatch(v), "an id or empty")
+_instance_id = _check(str, INSTANCE_ID_RE.fullmatch, "<pid>-<nonce>")
+_pid = _check(int, lambda v: 1 <= v <= _MAX_PID, f"an integer from 1 to {_MAX_PID}")
+_project = _check(str, lambda v: _text(v, 0, MAX_PROJECT_CHARS), "at most 256 characters, no NUL")
+_workspace = _check(
+    str,
+    lambda v: v.startswith("/") and _text(v, 1, MAX_WORKSPACE_CHARS),
+    "an absolute path of at most 4096 characters, no NUL",
+)
+_body_check = _check(str, _body, "non-blank UTF-8 text")
+_timestamp = _check(int, lambda v: 0 <= v <= _MAX_TIME, f"an integer from 0 to {_MAX_TIME}")
+_status = _check(str, STATUSES.__contains__, "an ack status")
+_position = _optional(_check(int, lambda v: v >= 1, "an integer >= 1"))
+_state = _optional(_check(str, STATES.__contains__, "ready, busy or paused"))
+_positive = _check(int, lambda v: v >= 1, "a positive integer")
+
+
+@attrs.frozen
+class Enqueue:
+    """A task delivery: the spec's envelope, field for field."""
+
+    protocol: int = attrs.field(validator=_protocol)
+    type: str = attrs.field(validator=_literal("enqueue"))
+    message_id: str = attrs.field(validator=_message_id)
+    target_instance_id: str = attrs.field(validator=_instance_id)
+    sender_instance_id: str = attrs.field(validator=_instance_id)
+    sender_pid: int = attrs.field(validator=_pid)
+    sender_project: str = attrs.field(validator=_project)
+    sender_workspace: str = attrs.field(validator=_workspace)
+    body: str = attrs.field(validator=_body_check)
+    created_at: int = attrs.field(validator=_timestamp)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.sender_instance_id.startswith(f"{self.sender_pid}-"):
+            raise _FieldError("sender_instance_id does not start with sender_pid")
+
+
+@attrs.frozen
+class Ping:
+    """A liveness probe; answered by an ack with status ``pong`` and the receiver's state."""
+
+    protocol: int = attrs.field(validator=_protocol)
+    type: str = attrs.field(validator=_literal("ping"))
+    message_id: str = attrs.field(validator=_message_id)
+    target_instance_id: str = attrs.field(validator=_instance_id)
+    sender_instance_id: str = attrs.field(validator=_instance_id)
+
+
+@attrs.frozen
+class Ack:
+    """The one answer to a request."""
+
+    protocol: int = attrs.field(validator=_protocol)
+    type: str = attrs.field(validator=_literal("ack"))
+    message_id: str = attrs.field(validator=_ack_message_id)
+    status: str = attrs.field(validator=_status)
+    queue_position: int | None = attrs.field(default=None, validator=_position)
+    state: str | None = attrs.field(default=None, validator=_state)
+
+
+@attrs.frozen
+class Limits:
+    """Size limits: frame payload in bytes, relayed task text in characters."""
+
+    max_bytes: int = attrs.field(default=65536, validator=_positive)
+    max_message_chars: int = attrs.field(default=16000, validator=_positive)
+
+
+class Rejected(RelayError):
+    """A request that gets a non-accepting ack: ``status`` and the request's ``message_id``
+    (``""`` when it could not be read), ``reason`` for logs."""
+
+    def __init__(self, status: str, message_id: str, reason: str) -> None:
+        super().__init__(f"{status}: {reason}")
+        self.status = status
+        self.message_id = message_id
+        self.reason = reason
+
+
+def _exact(kind: type[_T], name: str) -> Any:
+    def hook(value: object, _: object) -> object:
+        if type(value) is not kind:
+            raise _FieldError(f"expected {name}, got {type(value).__name__}")
+        return value
+
+    return hook
+
+
+def _converter(*, forbid_extra_keys: bool) -> cattrs.Converter:
+    conv = cattrs.Converter(forbid_extra_keys=forbid_extra_keys)
+    conv.register_structure_hook(int, _exact(int, "an integer"))
+    conv.register_structure_hook(str, _exact(str, "a string"))
+    return conv
+
+
+_strict = _converter(forbid_extra_keys=True)
+_lenient = _converter(forbid_extra_keys=False)
+_REQUESTS: dict[str, type[Enqueue] | type[Ping]] = {"enqueue": Enqueue, "ping": Ping}
+
+
+def _format(exc: BaseException, typ: type | None) -> str:
+    return str(exc) if isinstance(exc, _FieldError) else format_exception(exc, typ)
+
+
+def _structure(obj: dict[str, Any], cls: type[_T], conv: cattrs.Converter) -> _T:
+    try:
+        return conv.structure(obj, cls)
+    except cattrs.BaseValidationError as exc:
+        raise _FieldError(
+            "; ".join(cattrs.transform_error(exc, format_exception=_format))
+        ) from None
+    except (ValueError, TypeError) as exc:  # attrs validators and __attrs_post_init__
+        raise _FieldError(str(exc)) from None
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise ValueError("duplicate key")
+    return obj
+
+
+def _no_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _parse(payload: bytes, max_bytes: int) -> dict[str, Any]:
+    if len(payload) > max_bytes:
+        raise Rejected("invalid", "", f"payload exceeds {max_bytes} bytes")
+    try:
+        obj = json.loads(
+            payload.decode("utf-8"),
+            object_pairs_hook=_no_duplicates,
+            parse_constant=_no_constant,
+        )
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise Rejected("invalid", "", f"not a JSON object: {exc}") from None
+    if type(obj) is not dict:
+        raise Rejected("invalid", "", "the payload is not a JSON object")
+    return obj
+
+
+def _message_id_of(obj: dict[str, Any]) -> str:
+    value = obj.get("message_id")
+    return value if type(value) is str and MESSAGE_ID_RE.fullmatch(value) else ""
+
+
+def _request_class(obj: dict[str, Any], mid: str, me: str) -> type[Enqueue] | type[Ping]:
+    version = obj.get("protocol")
+    if type(version) is not int:
+        raise Rejected("invalid", mid, "protocol must be an integer")
+    if version != PROTOCOL_VERSION:
+        raise Rejected("unsupported", mid, f"protocol version {version} is not supported")
+    target = obj.get("target_instance_id")
+    if type(target) is not str:
+        raise Rejected("invalid", mid, "target_instance_id must be a string")
+    if target != me:
+        raise Rejected("wrong_target", mid, "target_instance_id is not this instance")
+    kind = obj.get("type")
+    if type(kind) is not str:
+        raise Rejected("invalid", mid, "type must be a string")
+    if kind not in _REQUESTS:
+        raise Rejected("unsupported", mid, f"message type {kind[:40]!r} is not supported")
+    return _REQUESTS[kind]
+
+
+def _decode(obj: dict[str, Any], cls: type[_T], mid: str, limits: Limits) -> _T:
+    try:
+        request = _structure(obj, cls, _strict)
+    except _FieldError as exc:
+        raise Rejected("invalid", mid, str(exc)) from None
+    if isinstance(request, Enqueue) and len(request.body) > limits.max_message_chars:
+        raise Rejected("invalid", mid, f"body exceeds {limits.max_message_chars} characters")
+    return request
+
+
+def decode_request(payload: bytes, *, my_instance_id: str, limits: Limits) -> Enqueue | Ping:
+    """Parse and validate one request payload; ``Rejected`` says which status to answer."""
+    obj = _parse(payload, limits.max_bytes)
+    mid = _message_id_of(obj)
+    return _decode(obj, _request_class(obj, mid, my_instance_id), mid, limits)
+
+
+def encode_envelope(obj: Enqueue | Ping | Ack) -> bytes:
+    """Compact UTF-8 JSON in field order, without the ack's absent optional fields."""
+    fields = attrs.asdict(obj, recurse=False)
+    if isinstance(obj, Ack):
+        fields = {k: v for k, v in fields.items() if v is not None}
+    return json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def decode_ack(payload: bytes) -> Ack:
+    """Parse an answer; ``RelayTransportError`` if it is not a valid ack."""
+    try:
+        obj = _parse(payload, len(payload))
+        return _structure(obj, Ack, _lenient)
+    except (Rejected, _FieldError) as exc:
+        raise RelayTransportError(f"the peer answered with an invalid ack: {exc}") from None
+
+
+def enqueue_to_json(envelope: Enqueue) -> bytes:
+    """The spool's file format: the wire envelope's JSON, byte for byte."""
+    return encode_envelope(envelope)
+
+
+def enqueue_from_json(data: bytes, *, limits: Limits | None = None) -> Enqueue:
+    """Read back a spooled envelope with every wire check but the target's identity;
+    ``Rejected`` (status ``invalid``) if the data is not a valid ``enqueue``."""
+    limits = Limits() if limits is None else limits
+    obj = _parse(data, limits.max_bytes)
+    return _decode(obj, Enqueue, _message_id_of(obj), limits)

@@ -1,0 +1,310 @@
+"""Envelope validation: exact types, grammars, limits, and the spec's decision order."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+import pytest
+
+from zcoder.errors import RelayError, RelayTransportError
+from zcoder.relay.envelope import (
+    Ack,
+    Enqueue,
+    Limits,
+    Ping,
+    Rejected,
+    decode_ack,
+    decode_request,
+    encode_envelope,
+    enqueue_from_json,
+    enqueue_to_json,
+)
+
+ME = "42302-18473291"
+LIMITS = Limits(max_bytes=65536, max_message_chars=50)
+MISSING = object()
+
+
+def enqueue_dict(**changes: Any) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "protocol": 1,
+        "type": "enqueue",
+        "message_id": "42110-18471001-3",
+        "target_instance_id": ME,
+        "sender_instance_id": "42110-18471001",
+        "sender_pid": 42110,
+        "sender_project": "user-profiles",
+        "sender_workspace": "/work/app/services/user-profiles",
+        "body": "users.name was renamed to users.display_name.",
+        "created_at": 1788012245,
+    }
+    obj.update(changes)
+    return {k: v for k, v in obj.items() if v is not MISSING}
+
+
+def ping_dict(**changes: Any) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "protocol": 1,
+        "type": "ping",
+        "message_id": "m1",
+        "target_instance_id": ME,
+        "sender_instance_id": "42110-18471001",
+    }
+    obj.update(changes)
+    return {k: v for k, v in obj.items() if v is not MISSING}
+
+
+def decode(obj: Any, limits: Limits = LIMITS) -> Enqueue | Ping:
+    return decode_request(json.dumps(obj).encode(), my_instance_id=ME, limits=limits)
+
+
+def rejected(obj: Any) -> tuple[str, str]:
+    with pytest.raises(Rejected) as info:
+        decode(obj)
+    return info.value.status, info.value.message_id
+
+
+def test_valid_enqueue_round_trips() -> None:
+    env = decode(enqueue_dict())
+    assert isinstance(env, Enqueue)
+    assert env.sender_pid == 42110 and env.body.startswith("users.name")
+    assert json.loads(encode_envelope(env)) == enqueue_dict()
+    assert list(json.loads(encode_envelope(env))) == list(enqueue_dict())
+
+
+def test_valid_ping() -> None:
+    assert decode(ping_dict()) == Ping(1, "ping", "m1", ME, "42110-18471001")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "two  spaces\tand a tab",
+        "line one\nline two\r\n",
+        "quotes \" ' and backslashes \\ \\n \\u0000",
+        "glob *?[] {a,b} $(rm -rf /) `id` ~",
+        "emoji 😀👍🏽 and é, 漢字, Ω",
+        "\x00 NUL and \x1b[31m escape are literal data",
+        "x",
+    ],
+)
+def test_bodies_are_literal_data(body: str) -> None:
+    env = decode(enqueue_dict(body=body))
+    assert isinstance(env, Enqueue) and env.body == body
+    assert enqueue_from_json(enqueue_to_json(env), limits=LIMITS) == env
+
+
+def test_body_limit_counts_characters() -> None:
+    emoji = "😀" * 50  # 50 characters, 200 bytes
+    env = decode(enqueue_dict(body=emoji))
+    assert isinstance(env, Enqueue) and len(env.body) == 50
+    assert rejected(enqueue_dict(body=emoji + "a")) == ("invalid", "42110-18471001-3")
+    assert rejected(enqueue_dict(body="é" * 51))[0] == "invalid"
+
+
+def test_payload_limit_counts_bytes() -> None:
+    payload = json.dumps(enqueue_dict(body="é" * 40), ensure_ascii=False).encode()
+    tight = Limits(max_bytes=len(payload), max_message_chars=100)
+    assert decode_request(payload, my_instance_id=ME, limits=tight)
+    small = Limits(max_bytes=len(payload) - 1, max_message_chars=100)
+    with pytest.raises(Rejected, match="exceeds"):
+        decode_request(payload, my_instance_id=ME, limits=small)
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"body": ""}, "body"),
+        ({"body": " \n\t "}, "body"),
+        ({"body": "\ud800 lone surrogate"}, "body"),
+        ({"body": 5}, "expected a string"),
+        ({"body": ["a"]}, "expected a string"),
+        ({"body": None}, "expected a string"),
+        ({"sender_pid": "42110"}, "expected an integer"),
+        ({"sender_pid": True}, "expected an integer, got bool"),
+        ({"sender_pid": 42110.0}, "expected an integer, got float"),
+        ({"sender_pid": 0}, "sender_pid"),
+        ({"sender_pid": 2**31}, "sender_pid"),
+        ({"sender_pid": 42111}, "does not start with sender_pid"),
+        ({"created_at": -1}, "created_at"),
+        ({"created_at": 2**53 + 1}, "created_at"),
+        ({"created_at": "1788012245"}, "expected an integer"),
+        ({"created_at": False}, "expected an integer, got bool"),
+        ({"message_id": "has space"}, "message_id"),
+        ({"message_id": ""}, "message_id"),
+        ({"message_id": "x" * 101}, "message_id"),
+        ({"message_id": 3}, "expected a string"),
+        ({"sender_instance_id": "42110"}, "sender_instance_id"),
+        ({"sender_instance_id": "042110-abcd"}, "sender_instance_id"),
+        ({"sender_project": "p" * 257}, "sender_project"),
+        ({"sender_project": "a\x00b"}, "sender_project"),
+        ({"sender_workspace": "relative/path"}, "sender_workspace"),
+        ({"sender_workspace": ""}, "sender_workspace"),
+        ({"sender_workspace": "/" + "w" * 4096}, "sender_workspace"),
+        ({"sender_workspace": "/a\x00b"}, "sender_workspace"),
+        ({"extra": 1}, "extra fields found \\(extra\\)"),
+        ({"body": MISSING}, "required field missing @ \\$.body"),
+        ({"created_at": MISSING}, "required field missing"),
+    ],
+)
+def test_bad_enqueue_fields(changes: dict[str, Any], reason: str) -> None:
+    with pytest.raises(Rejected, match=reason) as info:
+        decode(enqueue_dict(**changes))
+    assert info.value.status == "invalid"
+    expected_id = "42110-18471001-3" if "message_id" not in changes else ""
+    assert info.value.message_id == expected_id
+
+
+def test_accepted_boundaries() -> None:
+    env = decode(
+        enqueue_dict(
+            sender_project="p" * 256,
+            sender_workspace="/" + "w" * 4095,
+            created_at=0,
+            message_id="x" * 100,
+        )
+    )
+    assert isinstance(env, Enqueue) and len(env.sender_project) == 256
+    assert isinstance(decode(enqueue_dict(sender_project="")), Enqueue)
+
+
+@pytest.mark.parametrize(
+    ("changes", "status"),
+    [
+        ({"protocol": "1"}, "invalid"),
+        ({"protocol": True}, "invalid"),
+        ({"protocol": 1.0}, "invalid"),
+        ({"protocol": MISSING}, "invalid"),
+        ({"protocol": 2}, "unsupported"),
+        ({"protocol": 0}, "unsupported"),
+        ({"target_instance_id": "42302-other"}, "wrong_target"),
+        ({"target_instance_id": "not an id"}, "wrong_target"),
+        ({"target_instance_id": 42302}, "invalid"),
+        ({"target_instance_id": MISSING}, "invalid"),
+        ({"type": "broadcast"}, "unsupported"),
+        ({"type": "ack"}, "unsupported"),
+        ({"type": 1}, "invalid"),
+        ({"type": MISSING}, "invalid"),
+    ],
+)
+def test_version_target_and_type(changes: dict[str, Any], status: str) -> None:
+    assert rejected(enqueue_dict(**changes)) == (status, "42110-18471001-3")
+
+
+@pytest.mark.parametrize(
+    ("changes", "status"),
+    [
+        # each pair breaks two steps; the earlier step in the spec's order decides
+        ({"protocol": 2, "target_instance_id": "1-other"}, "unsupported"),
+        ({"protocol": "1", "target_instance_id": "1-other"}, "invalid"),
+        ({"target_instance_id": "1-other", "type": "nope"}, "wrong_target"),
+        ({"target_instance_id": "1-other", "body": ""}, "wrong_target"),
+        ({"target_instance_id": "1-other", "sender_pid": "x", "extra": 1}, "wrong_target"),
+        ({"type": "nope", "body": ""}, "unsupported"),
+        ({"type": "nope", "protocol": 3}, "unsupported"),
+    ],
+)
+def test_decision_order(changes: dict[str, Any], status: str) -> None:
+    assert rejected(enqueue_dict(**changes))[0] == status
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"",
+        b"not json",
+        b"[1, 2]",
+        b'"a string"',
+        b"null",
+        b'{"protocol": 1,',
+        b"\xef\xbb\xbf{}",  # a UTF-8 BOM
+        b'{"protocol": NaN}',
+        b'{"protocol": Infinity}',
+        b'{"protocol": 1, "protocol": 1}',
+        '{"protocol": 1}'.encode("utf-16"),
+        b'{"body": "\xff"}',
+        b"[" * 100000,
+        b'{"protocol": ' + b"9" * 5000 + b"}",
+    ],
+)
+def test_unparseable_payloads(payload: bytes) -> None:
+    with pytest.raises(Rejected) as info:
+        decode_request(payload, my_instance_id=ME, limits=Limits(max_bytes=200000))
+    assert (info.value.status, info.value.message_id) == ("invalid", "")
+
+
+def test_ping_fields_are_strict() -> None:
+    assert rejected(ping_dict(body="x")) == ("invalid", "m1")
+    assert rejected(ping_dict(sender_instance_id=MISSING)) == ("invalid", "m1")
+    assert rejected(ping_dict(target_instance_id="1-abcd")) == ("wrong_target", "m1")
+
+
+def test_rejected_is_a_relay_error() -> None:
+    exc = Rejected("invalid", "m", "why")
+    assert isinstance(exc, RelayError)
+    assert (exc.status, exc.message_id, exc.reason, str(exc)) == (
+        "invalid",
+        "m",
+        "why",
+        "invalid: why",
+    )
+
+
+def test_ack_encoding_omits_absent_fields() -> None:
+    assert encode_envelope(Ack(1, "ack", "42110-18471001-3", "accepted", 1)) == (
+        b'{"protocol":1,"type":"ack","message_id":"42110-18471001-3",'
+        b'"status":"accepted","queue_position":1}'
+    )
+    pong = Ack(1, "ack", "m1", "pong", state="busy")
+    assert encode_envelope(pong) == (
+        b'{"protocol":1,"type":"ack","message_id":"m1","status":"pong","state":"busy"}'
+    )
+    assert decode_ack(encode_envelope(pong)) == pong
+
+
+def test_decode_ack_ignores_unknown_keys() -> None:
+    ack = decode_ack(b'{"protocol":1,"type":"ack","message_id":"","status":"invalid","why":"x"}')
+    assert ack == Ack(1, "ack", "", "invalid")
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"",
+        b"{}",
+        b'{"protocol":1,"type":"ack","message_id":"m","status":"maybe"}',
+        b'{"protocol":"1","type":"ack","message_id":"m","status":"accepted"}',
+        b'{"protocol":2,"type":"ack","message_id":"m","status":"accepted"}',
+        b'{"protocol":1,"type":"enqueue","message_id":"m","status":"accepted"}',
+        b'{"protocol":1,"type":"ack","message_id":"bad id","status":"accepted"}',
+        b'{"protocol":1,"type":"ack","message_id":"m","status":"accepted","queue_position":0}',
+        b'{"protocol":1,"type":"ack","message_id":"m","status":"accepted","queue_position":true}',
+        b'{"protocol":1,"type":"ack","message_id":"m","status":"pong","state":"asleep"}',
+        b'{"protocol":1,"type":"ack","message_id":"m"}',
+    ],
+)
+def test_bad_acks(payload: bytes) -> None:
+    with pytest.raises(RelayTransportError, match="invalid ack"):
+        decode_ack(payload)
+
+
+def test_constructors_validate() -> None:
+    with pytest.raises(ValueError, match="message_id"):
+        Ping(1, "ping", "bad id", ME, ME)
+    with pytest.raises(ValueError, match="protocol"):
+        Ack(2, "ack", "m", "accepted")
+    with pytest.raises(ValueError, match="does not start with sender_pid"):
+        attrs.evolve(decode(enqueue_dict()), sender_pid=7)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        Limits(max_bytes=0)
+
+
+def test_enqueue_from_json_rejects_other_data() -> None:
+    with pytest.raises(Rejected, match="invalid"):
+        enqueue_from_json(json.dumps(ping_dict()).encode())
+    with pytest.raises(Rejected, match="body exceeds 50"):
+        enqueue_from_json(json.dumps(enqueue_dict(body="b" * 51)).encode(), limits=LIMITS)
+    other_target = enqueue_dict(target_instance_id="7-zzzz")
+    assert enqueue_from_json(json.dumps(other_target).encode()).target_instance_id == "7-zzzz"

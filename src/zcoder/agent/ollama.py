@@ -1,0 +1,271 @@
+"""The Ollama model client: ``POST /api/chat`` streamed over httpx, errors made plain.
+
+The only module of zcoder that imports httpx. Its exceptions stop here: callers see the
+``ModelError`` subclasses of ``errors.py`` and nothing else.
+
+- A connection failure before any response byte is retried exactly once, after a short
+  pause; a failure once the response has started, or an HTTP error status, never is.
+- The stall deadline (``stall_seconds``) applies to every read: waiting for the response
+  head and for each piece of the body. It is done with ``trio.fail_after`` around each read
+  because httpx's own read timeout would outlive a cancelled turn's intent.
+- Leaving ``stream_chat`` (done, error or cancel) closes the response at once, which drops
+  the connection if the reply was not complete: the server stops generating.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any
+
+import httpx
+import trio
+
+import zcoder
+from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo
+from zcoder.agent.ollama_wire import (
+    LineSplitter,
+    ShowInfo,
+    decode_chat_line,
+    decode_models,
+    decode_show,
+    encode_chat_request,
+    error_text,
+)
+from zcoder.errors import (
+    IncompleteStream,
+    MalformedStream,
+    ModelHTTPError,
+    ServerUnavailable,
+    StreamStalled,
+)
+
+__all__ = ["OllamaClient", "ShowInfo"]
+
+# Failures that happen before the server said anything: the request was not answered.
+_RETRYABLE = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.RemoteProtocolError,
+    httpx.ReadError,
+    httpx.WriteError,
+)
+_RETRY_PAUSE = 0.25
+_CLOSE_SECONDS = 2.0
+_MAX_BODY = 1024 * 1024
+_MAX_ERROR_BODY = 64 * 1024
+
+
+def _describe(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+class _ChunkStream:
+    """The chat chunks of one response; every read is under the stall deadline."""
+
+    def __init__(self, response: httpx.Response, stall_seconds: float) -> None:
+        self._bytes = response.aiter_bytes()
+        self._stall_seconds = stall_seconds
+        self._splitter = LineSplitter()
+        self._lines: deque[bytes] = deque()
+        self._finished = False
+
+    def __aiter__(self) -> _ChunkStream:
+        return self
+
+    async def __anext__(self) -> ChatChunk:
+        if self._finished:
+            raise StopAsyncIteration
+        try:
+            chunk = await self._next_chunk()
+        except BaseException:
+            self._finished = True
+            raise
+        self._finished = chunk.done
+        return chunk
+
+    async def _next_chunk(self) -> ChatChunk:
+        while True:
+            while self._lines:
+                line = self._lines.popleft()
+                if line.strip():
+                    return decode_chat_line(line)
+            data = await self.read_raw()
+            if data is None:
+                tail = self._splitter.tail()
+                if tail.strip():
+                    return decode_chat_line(tail)
+                raise IncompleteStream("the model server ended the reply before it was complete")
+            self._lines.extend(self._splitter.feed(data))
+
+    async def read_raw(self) -> bytes | None:
+        """The next piece of the body as it arrived, or ``None`` at its end."""
+        try:
+            with trio.fail_after(self._stall_seconds):
+                return await anext(self._bytes)
+        except StopAsyncIteration:
+            return None
+        except trio.TooSlowError:
+            raise StreamStalled(
+                f"the model server sent nothing for {self._stall_seconds:g}s; gave up on the reply"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise IncompleteStream(f"the connection broke mid-reply: {_describe(exc)}") from None
+
+    async def aclose(self) -> None:
+        self._finished = True
+        # httpx's body iterator is an async generator: close it here, not at GC time.
+        if isinstance(self._bytes, AsyncGenerator):
+            await self._bytes.aclose()
+
+
+async def _close_response(response: httpx.Response, chunks: _ChunkStream | None = None) -> None:
+    # Shielded so that a cancelled turn still drops the connection; bounded so a stuck
+    # close cannot hang the caller.
+    with trio.move_on_after(_CLOSE_SECONDS, shield=True):
+        try:
+            if chunks is not None:
+                await chunks.aclose()
+        finally:
+            await response.aclose()
+
+
+class OllamaClient:
+    """A ``ModelClient`` for one Ollama server (``base_url`` like ``http://127.0.0.1:11434``)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        stall_seconds: float = 120.0,
+        connect_seconds: float = 10.0,
+    ) -> None:
+        if not stall_seconds > 0 or not connect_seconds > 0:
+            raise ValueError("stall_seconds and connect_seconds must be positive")
+        self.base_url = base_url.rstrip("/")
+        self._stall_seconds = stall_seconds
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            transport=transport,
+            # Reads are bounded by the stall deadline in trio, not by httpx.
+            timeout=httpx.Timeout(connect=connect_seconds, read=None, write=None, pool=None),
+            headers={"User-Agent": f"zcoder/{zcoder.__version__}"},
+            # A proxy from the environment in front of a local model server is a trap.
+            trust_env=False,
+        )
+
+    async def __aenter__(self) -> OllamaClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    @asynccontextmanager
+    async def stream_chat(self, request: ChatRequest) -> AsyncIterator[AsyncIterator[ChatChunk]]:
+        """Stream one reply; leaving the block (even by cancel) closes the connection."""
+        body = encode_chat_request(request)
+        response = await self._open("POST", "/api/chat", body, model=request.model)
+        chunks = _ChunkStream(response, self._stall_seconds)
+        try:
+            yield chunks
+        finally:
+            await _close_response(response, chunks)
+
+    async def list_models(self) -> list[ModelInfo]:
+        """The installed models (``GET /api/tags``)."""
+        return decode_models(await self._json("GET", "/api/tags"))
+
+    async def version(self) -> str:
+        """The server's version string (``GET /api/version``)."""
+        body = await self._json("GET", "/api/version")
+        version = body.get("version") if isinstance(body, dict) else None
+        if not isinstance(version, str):
+            raise MalformedStream(f"/api/version answer has no version: {body!r:.80}")
+        return version
+
+    async def show(self, model: str) -> ShowInfo:
+        """Context length and capabilities of one model (``POST /api/show``)."""
+        body = await self._json("POST", "/api/show", {"model": model}, model=model)
+        return decode_show(body, model)
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def _json(self, method: str, path: str, body: Any = None, *, model: str = "") -> Any:
+        response = await self._open(method, path, body, model=model)
+        try:
+            raw = await self._read_all(response, _MAX_BODY)
+        finally:
+            await _close_response(response)
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise MalformedStream(f"{method} {path}: the answer is not JSON") from None
+
+    async def _open(self, method: str, path: str, body: Any, *, model: str) -> httpx.Response:
+        request = self._http.build_request(method, path, json=body)
+        response = await self._send_with_retry(request)
+        if response.status_code < 400:
+            return response
+        try:
+            raw = await self._read_all(response, _MAX_ERROR_BODY)
+        finally:
+            await _close_response(response)
+        raise ModelHTTPError(response.status_code, self._http_error(response, raw, model))
+
+    async def _send_with_retry(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return await self._send(request)
+        except _RETRYABLE:
+            pass
+        await trio.sleep(_RETRY_PAUSE)
+        try:
+            return await self._send(request)
+        except _RETRYABLE as exc:
+            raise self._unavailable(exc) from None
+
+    async def _send(self, request: httpx.Request) -> httpx.Response:
+        try:
+            with trio.fail_after(self._stall_seconds):
+                return await self._http.send(request, stream=True)
+        except trio.TooSlowError:
+            raise StreamStalled(
+                f"the model server at {self.base_url} did not answer within "
+                f"{self._stall_seconds:g}s"
+            ) from None
+        except _RETRYABLE:
+            raise
+        except httpx.HTTPError as exc:
+            raise self._unavailable(exc) from None
+
+    def _unavailable(self, exc: BaseException) -> ServerUnavailable:
+        return ServerUnavailable(
+            f"cannot reach Ollama at {self.base_url} ({_describe(exc)}); is `ollama serve` running?"
+        )
+
+    async def _read_all(self, response: httpx.Response, limit: int) -> bytes:
+        parts: list[bytes] = []
+        size = 0
+        chunks = _ChunkStream(response, self._stall_seconds)
+        while size < limit and (data := await chunks.read_raw()) is not None:
+            parts.append(data)
+            size += len(data)
+        return b"".join(parts)[:limit]
+
+    def _http_error(self, response: httpx.Response, raw: bytes, model: str) -> str:
+        text = error_text(raw)
+        if response.status_code == 404 and model and "model" in text.lower():
+            return f"{text}; run `ollama pull {model}` to download it"
+        if response.status_code == 404:
+            return f"{text}; is {self.base_url} an Ollama server?"
+        return text

@@ -1,0 +1,114 @@
+"""Careful file access for tools: bounded reads of regular files, atomic writes.
+
+Reads open with ``O_NOFOLLOW | O_NONBLOCK`` and check the opened descriptor, so a fifo or a
+symlink swapped in after confinement is refused instead of blocking or leaking. Writes go
+to a temp file in the target's directory and ``os.replace`` it, keeping the file's mode: a
+reader never sees half a file and a symlink at the final name is replaced, not followed.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+
+from zcoder.errors import ToolError, WorkspaceError
+
+__all__ = [
+    "MAX_FILE_BYTES",
+    "commit_staged",
+    "decode_text",
+    "discard_staged",
+    "is_binary",
+    "read_regular",
+    "stage_write",
+    "write_atomic",
+]
+
+MAX_FILE_BYTES = 16 * 1024 * 1024
+_BINARY_PROBE = 8192
+
+
+def read_regular(path: Path, shown: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of the regular file ``path`` (canonical); ``shown`` names it in errors."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise WorkspaceError(f"no such file: {shown}") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise WorkspaceError(f"not a regular file: {shown}") from None
+        raise WorkspaceError(f"cannot read {shown}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise WorkspaceError(f"not a regular file: {shown}")
+        if info.st_size > limit:
+            raise ToolError(f"file too large ({info.st_size} bytes, limit {limit}): {shown}")
+        return f.read(limit + 1)[:limit]
+
+
+def is_binary(data: bytes) -> bool:
+    """A NUL byte near the start marks a binary file (as git and grep decide)."""
+    return b"\0" in data[:_BINARY_PROBE]
+
+
+def decode_text(data: bytes, shown: str, *, strict: bool = False) -> str:
+    """Text of a file's bytes; binary files are refused, and so is bad UTF-8 when ``strict``."""
+    if is_binary(data):
+        raise ToolError(f"binary file: {shown}")
+    if not strict:
+        return data.decode("utf-8", errors="replace")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolError(
+            f"file is not valid UTF-8 (byte {exc.start}), refusing to edit it: {shown}"
+        ) from None
+
+
+def stage_write(path: Path, data: bytes) -> Path:
+    """Write ``data`` to a new temp file beside ``path``, with ``path``'s mode if it exists."""
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.zcoder-tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        mode: int | None = stat.S_IMODE(os.stat(path, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        mode = None
+    fd = os.open(temp, flags, 0o666)  # the umask applies, as for any new file
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return temp
+
+
+def commit_staged(staged: Sequence[tuple[Path, Path]]) -> None:
+    """Move each staged temp file over its target."""
+    for temp, target in staged:
+        os.replace(temp, target)
+
+
+def discard_staged(staged: Sequence[tuple[Path, Path]]) -> None:
+    for temp, _ in staged:
+        temp.unlink(missing_ok=True)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace (or create) ``path`` with ``data`` in one step; parents must exist."""
+    temp = stage_write(path, data)
+    try:
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise

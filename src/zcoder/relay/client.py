@@ -1,0 +1,149 @@
+"""The sending side: one connection per request, one frame each way.
+
+The caller bounds the whole call with ``trio.fail_after``; ``send`` also bounds connect,
+write and acknowledgement read by ``io_timeout`` each. Every failure is a
+``RelayTransportError`` whose message says what happened.
+
+Retry rule (``send`` only): a failure after the connection was made (write error, reset,
+timeout, end of stream before a complete ack) is ambiguous: the receiver may have stored
+the message. ``send`` then retries exactly once with the same envelope, so the same message
+id; the receiver answers ``duplicate`` if the first attempt got through. A failure to
+connect (missing socket, refused, permission) is not ambiguous, nothing was sent, and is
+reported at once. A malformed ack is reported at once too: the peer is not speaking the
+protocol, and asking again would not help.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from pathlib import Path
+
+import trio
+
+from zcoder.errors import FrameError, RelayTransportError
+from zcoder.relay.envelope import Ack, Enqueue, Ping, decode_ack, encode_envelope
+from zcoder.relay.protocol import INSTANCE_ID_RE, MESSAGE_ID_RE, FrameDecoder, encode_frame
+
+__all__ = ["new_message_id", "ping", "send"]
+
+
+class _Ambiguous(Exception):
+    """The request may or may not have been received."""
+
+
+def new_message_id(instance_id: str, counter: int) -> str:
+    """``<instance_id>-<counter>``: unique per sender as long as the counter never repeats."""
+    if not INSTANCE_ID_RE.fullmatch(instance_id) or type(counter) is not int or counter < 0:
+        raise ValueError(f"cannot make a message id from {instance_id!r} and {counter!r}")
+    message_id = f"{instance_id}-{counter}"
+    if not MESSAGE_ID_RE.fullmatch(message_id):
+        raise ValueError(f"message id {message_id!r} is too long")
+    return message_id
+
+
+async def _connect(socket_path: Path) -> trio.SocketStream:
+    try:
+        return await trio.open_unix_socket(socket_path)
+    except OSError as exc:
+        raise RelayTransportError(
+            f"cannot connect to {socket_path}: {exc.strerror or exc}"
+        ) from None
+
+
+async def _read_ack(stream: trio.SocketStream, max_bytes: int) -> bytes:
+    decoder = FrameDecoder(max_bytes=max_bytes)
+    while True:
+        chunk = await stream.receive_some(decoder.wanted())
+        if not chunk:
+            raise _Ambiguous("the connection closed before a complete ack")
+        payload = decoder.feed(chunk)
+        if payload is not None:
+            return payload
+
+
+async def _exchange(
+    stream: trio.SocketStream, frame: bytes, max_bytes: int, io_timeout: float
+) -> bytes:
+    try:
+        with trio.move_on_after(io_timeout) as writing:
+            await stream.send_all(frame)
+        if writing.cancelled_caught:
+            raise _Ambiguous("the request could not be written within the deadline")
+        with trio.move_on_after(io_timeout):
+            return await _read_ack(stream, max_bytes)
+        raise _Ambiguous("no ack within the deadline")
+    except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+        raise _Ambiguous(f"the connection broke: {exc.__cause__ or exc}") from None
+    except FrameError as exc:
+        raise RelayTransportError(f"the peer answered with a malformed frame: {exc}") from None
+
+
+async def _attempt(
+    socket_path: Path, frame: bytes, message_id: str, io_timeout: float, max_bytes: int
+) -> Ack:
+    with trio.move_on_after(io_timeout) as connecting:
+        stream = await _connect(socket_path)
+    if connecting.cancelled_caught:
+        raise RelayTransportError(f"connecting to {socket_path} timed out")
+    try:
+        payload = await _exchange(stream, frame, max_bytes, io_timeout)
+    finally:
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+    return _checked_ack(payload, message_id)
+
+
+def _checked_ack(payload: bytes, message_id: str) -> Ack:
+    ack = decode_ack(payload)
+    if ack.message_id not in (message_id, ""):
+        raise RelayTransportError(f"the ack is for message {ack.message_id!r}, not ours")
+    return ack
+
+
+async def send(
+    socket_path: Path, envelope: Enqueue, *, io_timeout: float, max_bytes: int = 65536
+) -> Ack:
+    """Deliver ``envelope``; return the receiver's ack with its exact status."""
+    try:
+        frame = encode_frame(encode_envelope(envelope), max_bytes=max_bytes)
+    except FrameError as exc:
+        raise RelayTransportError(f"the message is too large to send: {exc}") from None
+    args = (socket_path, frame, envelope.message_id, io_timeout, max_bytes)
+    try:
+        ack = await _attempt(*args)
+    except _Ambiguous:
+        try:
+            ack = await _attempt(*args)
+        except _Ambiguous as exc:
+            raise RelayTransportError(f"no ack from {socket_path} after one retry: {exc}") from None
+    if ack.status == "pong":
+        raise RelayTransportError("the peer answered an enqueue with pong")
+    return ack
+
+
+async def ping(
+    socket_path: Path, *, target_instance_id: str, sender_instance_id: str, max_bytes: int = 65536
+) -> Ack:
+    """Probe a peer; return its ``pong`` ack (with its ``state``), else raise
+    ``RelayTransportError`` (unreachable, stalled, wrong instance, any other answer)."""
+    try:
+        request = Ping(
+            protocol=1,
+            type="ping",
+            message_id=f"{sender_instance_id}-ping-{secrets.token_hex(4)}",
+            target_instance_id=target_instance_id,
+            sender_instance_id=sender_instance_id,
+        )
+    except ValueError as exc:
+        raise RelayTransportError(f"cannot ping: {exc}") from None
+    frame = encode_frame(encode_envelope(request), max_bytes=max_bytes)
+    async with await _connect(socket_path) as stream:
+        try:
+            payload = await _exchange(stream, frame, max_bytes, math.inf)
+        except _Ambiguous as exc:
+            raise RelayTransportError(f"ping to {socket_path} failed: {exc}") from None
+    ack = _checked_ack(payload, request.message_id)
+    if ack.status != "pong":
+        raise RelayTransportError(f"ping to {socket_path} was answered {ack.status}")
+    return ack

@@ -1,0 +1,264 @@
+"""The receiving side: a Trio task serving the instance's Unix socket.
+
+Per connection, and nothing else: read one frame under ``io_timeout`` (header and payload
+together), validate it, run the sender check, store it through the spool, write one ack
+under ``io_timeout``, close. It never touches the agent, the session or the UI.
+
+What a peer gets:
+
+* another uid (Linux ``SO_PEERCRED``): closed before anything is read;
+* beyond ``max_connections`` concurrent connections: closed at once, unread;
+* a header that does not start with ``ZCODER-AGENT/1`` and a space: closed without an
+  answer (the peer does not speak this protocol);
+* our magic but a bad length (non-decimal, leading zero, above ``max_bytes``) or bytes
+  after the payload: an ``invalid`` ack with ``message_id`` ``""``;
+* end of stream or no complete frame within ``io_timeout``: closed without an answer;
+* a complete frame: exactly one ack, decided in the spec's order (see ``envelope.py``),
+  then the sender check (``invalid`` if it fails), then the spool (``duplicate``,
+  ``paused``, ``full`` or ``accepted`` with ``queue_position``); a ping gets ``pong`` with
+  the instance's ``state``;
+* a failure inside the spool or the sender check: closed without an answer (ambiguous for
+  the sender, who retries once with the same id).
+
+The handler catches its own errors (an exception escaping a ``serve_listeners`` handler
+would end the app); ``trio.Cancelled`` propagates. ``verified`` passed to the spool is true
+when the connecting process's pid (``SO_PEERCRED``) equals ``sender_pid``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+import attrs
+import trio
+
+from zcoder.errors import FrameError, RelayUnavailable
+from zcoder.relay.envelope import (
+    Ack,
+    Enqueue,
+    Limits,
+    Ping,
+    Rejected,
+    decode_request,
+    encode_envelope,
+)
+from zcoder.relay.protocol import FrameDecoder, encode_frame
+
+__all__ = [
+    "Listener",
+    "ListenerStatistics",
+    "PeerCred",
+    "SpoolLike",
+    "open_unix_listener",
+    "peer_credentials",
+]
+
+_log = logging.getLogger(__name__)
+_PEERCRED = struct.Struct("3i")
+_CLOSE_GRACE = 1.0
+
+
+class SpoolLike(Protocol):
+    """What the listener needs from the spool (``relay/spool.py``)."""
+
+    def enqueue(self, envelope: Enqueue, *, verified: bool) -> tuple[str, int | None]: ...
+
+    @property
+    def paused(self) -> bool: ...
+
+
+@attrs.frozen
+class PeerCred:
+    """The connecting process, as the kernel reports it."""
+
+    pid: int
+    uid: int
+    gid: int
+
+
+@attrs.define
+class ListenerStatistics:
+    """Counters for tests and diagnostics."""
+
+    active: int = 0  # connections inside handle() now
+    handled: int = 0  # connections given to handle()
+    refused: int = 0  # closed unread: over the connection limit or another uid
+    answered: int = 0  # an ack was written
+    dropped: int = 0  # closed without an ack (EOF, stall, garbage, internal error)
+    errors: int = 0  # unexpected exceptions caught in the handler
+
+
+def peer_credentials(stream: trio.abc.Stream) -> PeerCred | None:
+    """``SO_PEERCRED`` of a Unix socket stream; ``None`` where it is unavailable."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    sock = getattr(stream, "socket", None)
+    if option is None or sock is None or sock.family != socket.AF_UNIX:
+        return None
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, option, _PEERCRED.size)
+    except OSError:
+        return None
+    pid, uid, gid = _PEERCRED.unpack(raw)
+    return PeerCred(pid=pid, uid=uid, gid=gid)
+
+
+async def open_unix_listener(path: Path) -> trio.SocketListener:
+    """Bind ``path`` (which must not exist), listen with backlog 64, chmod 0600;
+    ``RelayUnavailable`` if any step fails (a socket file this call created is removed)."""
+    sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    bound = False
+    try:
+        await sock.bind(os.fspath(path))
+        bound = True
+        os.chmod(path, 0o600)
+        sock.listen(64)
+    except OSError as exc:
+        sock.close()
+        if bound:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        raise RelayUnavailable(f"cannot listen on {path}: {exc.strerror or exc}") from None
+    return trio.SocketListener(sock)
+
+
+class Listener:
+    """Serves one instance's socket; see the module docstring for what each peer gets."""
+
+    def __init__(
+        self,
+        *,
+        instance_id: str,
+        spool: SpoolLike,
+        sender_check: Callable[[Enqueue], bool],
+        state: Callable[[], str],
+        limits: Limits,
+        io_timeout: float,
+        max_connections: int = 32,
+    ) -> None:
+        self._instance_id = instance_id
+        self._spool = spool
+        self._sender_check = sender_check
+        self._state = state
+        self._limits = limits
+        self._io_timeout = io_timeout
+        self._slots = trio.CapacityLimiter(max_connections)
+        self._uid = os.getuid()
+        self._stats = ListenerStatistics()
+
+    def statistics(self) -> ListenerStatistics:
+        return attrs.evolve(self._stats)
+
+    async def serve(
+        self,
+        listeners: list[trio.SocketListener],
+        *,
+        task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Accept connections until cancelled; ``started()`` once the listeners accept."""
+        await trio.serve_listeners(self._on_connection, listeners, task_status=task_status)
+
+    async def _on_connection(self, stream: trio.SocketStream) -> None:
+        peer = peer_credentials(stream)
+        if peer is not None and peer.uid != self._uid:
+            self._stats.refused += 1
+            await _close(stream)
+            return
+        try:
+            self._slots.acquire_nowait()
+        except trio.WouldBlock:
+            self._stats.refused += 1
+            await _close(stream)
+            return
+        try:
+            await self.handle(stream, peer)
+        finally:
+            self._slots.release()
+
+    async def handle(self, stream: trio.abc.Stream, peer: PeerCred | None) -> None:
+        """Serve one connection to its end; never raises but ``trio.Cancelled``."""
+        self._stats.handled += 1
+        self._stats.active += 1
+        try:
+            ack = await self._read_and_decide(stream, peer)
+            if ack is None:
+                self._stats.dropped += 1
+            else:
+                await self._write_ack(stream, ack)
+        except Exception:
+            self._stats.errors += 1
+            self._stats.dropped += 1
+            _log.exception("relay connection failed")
+        finally:
+            self._stats.active -= 1
+            await _close(stream)
+
+    async def _read_and_decide(self, stream: trio.abc.Stream, peer: PeerCred | None) -> Ack | None:
+        decoder = FrameDecoder(max_bytes=self._limits.max_bytes)
+        payload: bytes | None = None
+        with trio.move_on_after(self._io_timeout):
+            try:
+                payload = await _read_frame(stream, decoder)
+            except FrameError as exc:
+                _log.info("relay frame refused: %s", exc)
+                return _ack("", "invalid") if decoder.header_recognized else None
+            except trio.BrokenResourceError:
+                return None
+        if payload is None:
+            return None  # end of stream or stall
+        return self._decide(payload, peer)
+
+    def _decide(self, payload: bytes, peer: PeerCred | None) -> Ack:
+        try:
+            request = decode_request(payload, my_instance_id=self._instance_id, limits=self._limits)
+        except Rejected as exc:
+            _log.info("relay request refused: %s", exc)
+            return _ack(exc.message_id, exc.status)
+        if isinstance(request, Ping):
+            return _ack(request.message_id, "pong", state=self._state())
+        if not self._sender_check(request):
+            _log.info("relay sender %s is not registered", request.sender_instance_id)
+            return _ack(request.message_id, "invalid")
+        verified = peer is not None and peer.pid == request.sender_pid
+        status, position = self._spool.enqueue(request, verified=verified)
+        return _ack(request.message_id, status, queue_position=position)
+
+    async def _write_ack(self, stream: trio.abc.Stream, ack: Ack) -> None:
+        frame = encode_frame(encode_envelope(ack), max_bytes=self._limits.max_bytes)
+        with trio.move_on_after(self._io_timeout) as scope:
+            try:
+                await stream.send_all(frame)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                scope.cancel()
+        if scope.cancelled_caught:
+            self._stats.dropped += 1
+        else:
+            self._stats.answered += 1
+
+
+def _ack(
+    message_id: str, status: str, *, queue_position: int | None = None, state: str | None = None
+) -> Ack:
+    return Ack(1, "ack", message_id, status, queue_position, state)
+
+
+async def _read_frame(stream: trio.abc.Stream, decoder: FrameDecoder) -> bytes | None:
+    """The payload, or ``None`` at end of stream before it was complete."""
+    while True:
+        chunk = await stream.receive_some(decoder.wanted())
+        if not chunk:
+            return None
+        payload = decoder.feed(chunk)
+        if payload is not None:
+            return payload
+
+
+async def _close(stream: trio.abc.Stream) -> None:
+    with trio.move_on_after(_CLOSE_GRACE, shield=True):
+        await stream.aclose()

@@ -1,0 +1,98 @@
+"""Command approval decisions and the sysadmin guard. Pure: no trio, no I/O.
+
+``decide_command`` turns (policy, profile, turn origin, earlier grant) into run / ask / deny /
+blocked; ``apply_answer`` says what the user's answer means; ``guard_command`` (from
+``zcoder.guard``) is the catastrophic-command guard that runs before approval in sysadmin.
+
+Decision order: ``deny`` policy first; then in sysadmin the guard, and every other command
+asks with ``y``/``n`` (``--yes`` never reaches here: config refuses it); in coding ``allow``
+runs, a relayed turn asks with ``y``/``n`` (an earlier ``a`` does not apply), and a local turn
+runs when an earlier ``a`` granted the rest of the conversation, else asks ``y``/``a``/``n``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import attrs
+
+from zcoder.approval import Answer
+from zcoder.config import CommandPolicy, Profile
+from zcoder.conversation import Origin
+from zcoder.guard import guard_command
+
+__all__ = [
+    "DENIED_BY_POLICY",
+    "CommandVerdict",
+    "apply_answer",
+    "decide_command",
+    "denial_text",
+    "guard_command",
+]
+
+DENIED_BY_POLICY = "command execution is disabled (--deny-commands)"
+_ASK_WITH_GRANT: tuple[Answer, ...] = ("y", "a", "n")
+_ASK_ONCE: tuple[Answer, ...] = ("y", "n")
+
+
+@attrs.frozen
+class CommandVerdict:
+    """What to do with one ``run_command`` call.
+
+    ``reason`` is the tool-result text for ``deny``/``blocked``; ``choices`` are the answers
+    to offer for ``ask``.
+    """
+
+    action: Literal["run", "ask", "deny", "blocked"]
+    reason: str = ""
+    choices: tuple[Answer, ...] = ()
+
+
+def decide_command(
+    command: str,
+    *,
+    policy: CommandPolicy,
+    profile: Profile,
+    origin: Origin,
+    granted: bool,
+    workspace: Path,
+    home: Path,
+    cwd: Path | None = None,
+) -> CommandVerdict:
+    """Decide one command. ``granted`` is an earlier ``a`` in this conversation; ``cwd`` is
+    where the command will run (default: the workspace), used by the sysadmin guard."""
+    if policy == "deny":
+        return CommandVerdict("deny", DENIED_BY_POLICY)
+    if profile == "sysadmin":
+        reason = guard_command(command, workspace=workspace, home=home, cwd=cwd)
+        if reason is not None:
+            return CommandVerdict("blocked", reason)
+        # "allow" cannot come from config with sysadmin; should it arrive anyway, still ask.
+        return CommandVerdict("ask", choices=_ASK_ONCE)
+    if policy == "allow":
+        return CommandVerdict("run")
+    if origin == "relay":
+        return CommandVerdict("ask", choices=_ASK_ONCE)
+    if granted:
+        return CommandVerdict("run")
+    return CommandVerdict("ask", choices=_ASK_WITH_GRANT)
+
+
+def apply_answer(answer: Answer, *, origin: Origin, profile: Profile) -> tuple[bool, bool]:
+    """Return ``(run_this_command, grant_rest_of_conversation)`` for the user's answer.
+
+    ``a`` grants the rest of the conversation only in a local turn of the coding profile;
+    elsewhere (relayed turns, sysadmin) it is not offered, and if it arrives anyway it
+    approves this one command only.
+    """
+    if answer == "n":
+        return (False, False)
+    if answer == "a":
+        return (True, origin == "user" and profile == "coding")
+    return (True, False)
+
+
+def denial_text(command: str) -> str:
+    """The tool result the model gets when the user says no."""
+    return f"user denied command: {command}"

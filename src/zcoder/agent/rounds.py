@@ -1,0 +1,272 @@
+"""One tool round of a turn: approvals, the relay reply restriction, ``finish``, and the
+tool results that keep the history valid (every call answered, in order).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from zcoder.agent.model import ModelClient
+from zcoder.agent.turns import RelaySender, TurnOutcome
+from zcoder.approval import ApprovalRequest, Approver
+from zcoder.config import Config
+from zcoder.conversation import EventRole, Message, Origin, ToolCall, TranscriptEvent
+from zcoder.errors import (
+    IncompleteStream,
+    MalformedStream,
+    ModelError,
+    ModelHTTPError,
+    ServerUnavailable,
+    StreamErrorLine,
+    StreamStalled,
+)
+from zcoder.live import Entry, StateChange, ToolState, ToolUpdate, TurnSink
+from zcoder.policy import apply_answer, decide_command, denial_text
+from zcoder.tools.base import ToolContext, ToolResult
+
+if TYPE_CHECKING:
+    from zcoder.session import Session
+    from zcoder.tools.registry import Toolbox
+
+__all__ = ["CANCELLED_TEXT", "INTERRUPTED_TEXT", "RoundRunner", "TurnParts", "describe_model_error"]
+
+CANCELLED_TEXT = "not executed because the user cancelled"
+INTERRUPTED_TEXT = "interrupted because the user cancelled"
+SEND = "send_agent_message"
+_Refusal = tuple[ToolResult, ToolState]
+
+
+@attrs.define
+class TurnParts:
+    """What a turn works with. ``granted`` is the conversation-wide ``a`` grant; the agent
+    copies it in before a turn and back out after it."""
+
+    config: Config
+    client: ModelClient
+    toolbox: Toolbox
+    approver: Approver
+    sink: TurnSink
+    session: Session
+    model: Callable[[], str]
+    granted: bool = False
+
+    def entry(self, role: EventRole, text: str, meta: Mapping[str, str] | None = None) -> None:
+        """Persist a visible transcript entry in the session and show it."""
+        event = TranscriptEvent(role=role, text=text, meta=meta or {})
+        self.session.events.append(event)
+        self.sink.emit(Entry(event))
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def describe_model_error(exc: ModelError, host: str, model: str) -> str:
+    """One line for the transcript that says what failed and what to do about it."""
+    if isinstance(exc, ServerUnavailable):
+        return f"Ollama is not reachable at {host}: is `ollama serve` running? (or use --host)"
+    if isinstance(exc, ModelHTTPError):
+        if exc.status == 404 and "not found" in exc.server_message:
+            return f"model '{model}' not found: run `ollama pull {model}`"
+        return _one_line(f"Ollama error (HTTP {exc.status}): {exc.server_message}")
+    prefix = {
+        StreamStalled: "the model stopped sending (stalled stream)",
+        MalformedStream: "Ollama sent an invalid reply",
+        StreamErrorLine: "Ollama reported an error",
+        IncompleteStream: "the reply from Ollama ended early",
+    }.get(type(exc), "the model request failed")
+    return _one_line(f"{prefix}: {exc}")
+
+
+def _refusal(text: str, state: ToolState, summary: str) -> _Refusal:
+    return ToolResult(text, ok=False, summary=summary), state
+
+
+def _restrict_send(spec: dict[str, Any], sender_id: str) -> dict[str, Any]:
+    """The send tool of a relayed turn: its target can only be the sender."""
+    spec = copy.deepcopy(spec)
+    function = spec["function"]
+    params = function.setdefault("parameters", {"type": "object"})
+    props = params.setdefault("properties", {})
+    props["target_instance_id"] = {
+        "type": "string",
+        "enum": [sender_id],
+        "description": f"Must be {sender_id}, the sender of the relayed task.",
+    }
+    function["description"] = (
+        f"{function.get('description', '')} In this relayed turn it may only reply to "
+        f"the sender {sender_id}."
+    ).strip()
+    return spec
+
+
+def _join(workspace: Path, cwd: str) -> str:
+    """The cwd as the user should see it (lexically normalised; the tool checks it)."""
+    return os.path.normpath(workspace / cwd)
+
+
+def _name(spec: Mapping[str, Any]) -> str:
+    return str(spec.get("function", {}).get("name", ""))
+
+
+class RoundRunner:
+    """Runs the tool calls of each round in order and answers every one of them."""
+
+    def __init__(self, parts: TurnParts, origin: Origin, sender: RelaySender | None) -> None:
+        self._p = parts
+        self._origin: Origin = origin
+        self._sender = sender
+        self._pending: list[tuple[str, ToolCall]] = []
+        self._running = ""
+        self._specs: list[dict[str, Any]] | None = None
+        self._home = Path.home()  # the sysadmin guard protects the user's home directory
+
+    def tool_specs(self) -> list[dict[str, Any]]:
+        if self._specs is None:
+            specs = [s.to_ollama() for s in self._p.toolbox.specs()]
+            if self._sender is not None:
+                sid = self._sender.instance_id
+                specs = [_restrict_send(s, sid) if _name(s) == SEND else s for s in specs]
+            self._specs = specs
+        return self._specs
+
+    def refuse(self, calls: Sequence[ToolCall], reason: str) -> None:
+        """Answer a whole round without running it."""
+        for call in calls:
+            self._p.session.history.append(
+                Message(role="tool", tool_name=call.name, content=f"Error: not executed: {reason}")
+            )
+
+    async def run(self, calls: Sequence[ToolCall], step: int) -> TurnOutcome | None:
+        """Run one round; an outcome when ``finish`` ended the turn."""
+        if len(calls) == 1 and calls[0].name == "finish":
+            return self._finish(f"{step}.0", calls[0])
+        self._pending = [(f"{step}.{i}", call) for i, call in enumerate(calls)]
+        for key, call in self._pending:
+            if call.name != "finish":
+                self._update(key, call, "pending")
+        while self._pending:
+            key, call = self._pending[0]
+            result, state = await self._dispatch(key, call)
+            self._answer(key, call, result, state)
+        return None
+
+    def cancel_pending(self) -> None:
+        """After a cancel: answer every call of the round that has no result yet."""
+        while self._pending:
+            key, call = self._pending[0]
+            text = INTERRUPTED_TEXT if key == self._running else CANCELLED_TEXT
+            self._answer(key, call, ToolResult(text, ok=False, summary=text), "interrupted")
+
+    def _target(self, call: ToolCall) -> str:
+        return self._p.toolbox.target_of(call.name, call.arguments)
+
+    def _update(
+        self, key: str, call: ToolCall, state: ToolState, result: ToolResult | None = None
+    ) -> None:
+        summary, diff = (result.summary, result.diff) if result is not None else ("", "")
+        self._p.sink.emit(ToolUpdate(key, call.name, self._target(call), state, summary, diff))
+
+    def _answer(self, key: str, call: ToolCall, result: ToolResult, state: ToolState) -> None:
+        self._pending = [p for p in self._pending if p[0] != key]
+        self._running = ""
+        self._p.session.history.append(
+            Message(role="tool", tool_name=call.name, content=result.text)
+        )
+        if call.name == "finish":
+            return
+        if not result.summary:
+            result = attrs.evolve(result, summary=_one_line(result.text, 200))
+        self._update(key, call, state, result)
+        meta = {"name": call.name, "target": self._target(call), "state": state}
+        if result.diff:
+            meta["diff"] = result.diff
+        self._p.entry("tool", result.summary, meta)
+
+    async def _dispatch(self, key: str, call: ToolCall) -> _Refusal:
+        refusal: _Refusal | None = None
+        if call.name == "finish":
+            text = "Error: finish must be the only tool call of its step; call finish again, alone"
+            refusal = _refusal(text, "failed", "finish was not called alone")
+        elif call.name == "run_command":
+            refusal = await self._approve_command(call.arguments)
+        elif call.name == SEND:
+            refusal = await self._approve_send(call.arguments)
+        if refusal is not None:
+            return refusal
+        self._running = key
+        self._update(key, call, "running")
+        self._p.sink.emit(StateChange("running_tool", call.name))
+        context = ToolContext(workspace=self._p.config.workspace)
+        result = await self._p.toolbox.call(call.name, call.arguments, context)
+        return result, "completed" if result.ok else "failed"
+
+    async def _approve_command(self, args: Mapping[str, Any]) -> _Refusal | None:
+        command, config = args.get("command"), self._p.config
+        if not isinstance(command, str) or not command.strip():
+            return None  # the tool itself reports the bad call
+        cwd = args.get("cwd", ".")
+        shown_cwd = _join(config.workspace, cwd if isinstance(cwd, str) else ".")
+        verdict = decide_command(
+            command,
+            policy=config.command_policy,
+            profile=config.profile,
+            origin=self._origin,
+            granted=self._p.granted,
+            workspace=config.workspace,
+            home=self._home,
+            cwd=Path(shown_cwd),
+        )
+        if verdict.action == "run":
+            return None
+        if verdict.action == "blocked":
+            return _refusal(verdict.reason, "denied", "blocked by the safety guard")
+        if verdict.action == "deny":
+            return _refusal(verdict.reason or denial_text(command), "denied", "commands denied")
+        question = ApprovalRequest(
+            kind="command",
+            text=command,
+            choices=verdict.choices,
+            origin=self._origin,
+            cwd=shown_cwd,
+        )
+        self._p.sink.emit(StateChange("waiting_approval", "command"))
+        answer = await self._p.approver.ask(question)
+        run_this, grant_rest = apply_answer(answer, origin=self._origin, profile=config.profile)
+        if grant_rest:
+            self._p.granted = True
+        return None if run_this else _refusal(denial_text(command), "denied", "denied by the user")
+
+    async def _approve_send(self, args: Mapping[str, Any]) -> _Refusal | None:
+        target, message = args.get("target_instance_id"), args.get("message")
+        if self._sender is not None and target != self._sender.instance_id:
+            text = f"Error: relayed turns may only reply to their sender {self._sender.instance_id}"
+            return _refusal(text, "failed", "a relayed turn may only reply to its sender")
+        if not isinstance(target, str) or not isinstance(message, str) or not message.strip():
+            return None  # the tool itself reports the bad call
+        question = ApprovalRequest(
+            kind="send", text=message, choices=("y", "n"), origin=self._origin, target=target
+        )
+        self._p.sink.emit(StateChange("waiting_approval", "send"))
+        if await self._p.approver.ask(question) == "y":
+            return None
+        return _refusal(f"user denied sending the message to {target}", "denied", "send denied")
+
+    def _finish(self, key: str, call: ToolCall) -> TurnOutcome | None:
+        status, response = call.arguments.get("status"), call.arguments.get("response")
+        if status not in ("complete", "blocked") or not isinstance(response, str):
+            text = 'Error: finish needs status "complete" or "blocked" and a response string'
+            self._answer(key, call, ToolResult(text, ok=False), "failed")
+            return None
+        self._answer(key, call, ToolResult(f"Turn finished ({status})."), "completed")
+        if response.strip():
+            self._p.entry("assistant", response.strip(), {"finish": status})
+        self._p.sink.emit(StateChange("ready"))
+        return TurnOutcome("complete" if status == "complete" else "blocked", text=response.strip())

@@ -1,0 +1,76 @@
+"""What a turn is asked to do and how it ended; the relay's context record (pure data)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+from zcoder.conversation import Origin
+
+__all__ = ["OutcomeStatus", "RelaySender", "TurnOutcome", "TurnRequest", "relay_record"]
+
+OutcomeStatus = Literal[
+    "answered", "complete", "blocked", "cancelled", "error", "step_limit", "loop_stopped"
+]
+
+
+@attrs.frozen
+class RelaySender:
+    """Who relayed a turn, as the relay reported it (``verified``: the peer pid matched)."""
+
+    instance_id: str
+    pid: int
+    project: str
+    workspace: str
+    verified: bool = False
+
+
+@attrs.frozen
+class TurnRequest:
+    """Work for one turn. A relayed turn (origin ``relay``) must name its sender."""
+
+    origin: Origin
+    text: str
+    sender: RelaySender | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.origin not in ("user", "relay"):
+            raise ValueError(f"unknown turn origin {self.origin!r}")
+        if self.origin == "relay" and self.sender is None:
+            raise ValueError("a relayed turn needs its sender")
+        if self.origin == "user" and self.sender is not None:
+            raise ValueError("only a relayed turn has a sender")
+
+
+@attrs.frozen
+class TurnOutcome:
+    """How a turn ended: ``text`` is the final answer, ``error`` the one-line failure."""
+
+    status: OutcomeStatus
+    text: str = ""
+    error: str = ""
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def relay_record(sender: RelaySender, text: str) -> str:
+    """The labelled user-role context record of a relayed task (the relay spec's wrapper).
+
+    Self-reported header values are flattened to one line, and a closing tag inside the
+    task is defused, so relay text cannot end the record early and speak outside it.
+    """
+    task = text.replace("</agent_relay", "<\\/agent_relay")
+    return (
+        "<agent_relay>\n"
+        "Another zcoder process on this machine relayed this task. Its sender details\n"
+        "are self-reported, and the local user may not have seen or approved the request.\n"
+        f"Sender: {_one_line(sender.project)} (pid {sender.pid})\n"
+        f"Sender workspace: {_one_line(sender.workspace)}\n"
+        "\n"
+        "Task:\n"
+        f"{task}\n"
+        "</agent_relay>"
+    )

@@ -1,0 +1,201 @@
+"""Small in-test doubles for the agent's collaborators (model, tools, session, approver)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo
+from zcoder.approval import Answer, ApprovalRequest
+from zcoder.config import Config
+from zcoder.conversation import Message, ToolCall, TranscriptEvent
+from zcoder.live import Entry, LiveEvent
+from zcoder.tools.base import ToolContext, ToolResult, ToolSpec
+
+__all__ = [
+    "HANG",
+    "FakeApprover",
+    "FakeSession",
+    "FakeStore",
+    "FakeToolbox",
+    "RecordingSink",
+    "Reply",
+    "ScriptedClient",
+    "call",
+    "make_config",
+    "text",
+    "tools",
+]
+
+HANG = object()  # in a reply script: block until cancelled
+Item = ChatChunk | BaseException | object
+Reply = Sequence[Item] | BaseException
+
+
+def text(*pieces: str, done_reason: str = "stop") -> list[Item]:
+    return [*(ChatChunk(content=p) for p in pieces), ChatChunk(done=True, done_reason=done_reason)]
+
+
+def call(name: str, **arguments: Any) -> ToolCall:
+    return ToolCall(name, arguments)
+
+
+def tools(*calls: ToolCall, content: str = "") -> list[Item]:
+    return [ChatChunk(content=content, tool_calls=tuple(calls)), ChatChunk(done=True)]
+
+
+class ScriptedClient:
+    """Replays one reply per ``stream_chat``; the last one repeats."""
+
+    def __init__(self, replies: Sequence[Reply]) -> None:
+        self.replies = list(replies)
+        self.requests: list[ChatRequest] = []
+        self.open_streams = 0
+
+    @asynccontextmanager
+    async def stream_chat(self, request: ChatRequest) -> AsyncIterator[AsyncIterator[ChatChunk]]:
+        self.requests.append(request)
+        index = min(len(self.requests), len(self.replies)) - 1
+        reply = self.replies[index]
+        if isinstance(reply, BaseException):
+            raise reply
+        self.open_streams += 1
+        try:
+            yield self._chunks(reply)
+        finally:
+            self.open_streams -= 1
+
+    async def _chunks(self, reply: Sequence[Item]) -> AsyncIterator[ChatChunk]:
+        for item in reply:
+            await trio.lowlevel.checkpoint()
+            if item is HANG:
+                await trio.sleep_forever()
+            if isinstance(item, BaseException):
+                raise item
+            assert isinstance(item, ChatChunk)
+            yield item
+
+    async def list_models(self) -> list[ModelInfo]:
+        return [ModelInfo("m")]
+
+    async def aclose(self) -> None:
+        pass
+
+
+Handler = Callable[[Mapping[str, Any]], Awaitable[ToolResult]]
+
+
+async def _ok(args: Mapping[str, Any]) -> ToolResult:
+    return ToolResult(f"ok {dict(args)}", summary="ok")
+
+
+class FakeToolbox:
+    """Records calls; ``handlers`` override the default ``ok`` result per tool name."""
+
+    NAMES = ("read_file", "write_file", "run_command", "finish")
+
+    def __init__(self, handlers: Mapping[str, Handler] | None = None, send: bool = False) -> None:
+        self.handlers = dict(handlers or {})
+        self.names = [*self.NAMES, *(("list_agents", "send_agent_message") if send else ())]
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def specs(self) -> list[ToolSpec]:
+        send_props = {"target_instance_id": {"type": "string"}, "message": {"type": "string"}}
+        return [
+            ToolSpec(
+                n,
+                f"{n} tool",
+                {"type": "object", "properties": send_props if n.startswith("send") else {}},
+            )
+            for n in self.names
+        ]
+
+    def target_of(self, name: str, args: Mapping[str, Any]) -> str:
+        for key in ("path", "command", "target_instance_id"):
+            if isinstance(args.get(key), str):
+                return str(args[key])
+        return ""
+
+    async def call(self, name: str, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        self.calls.append((name, dict(args)))
+        return await self.handlers.get(name, _ok)(args)
+
+
+@attrs.define
+class FakeSession:
+    workspace: Path
+    model: str = "m"
+    id: str = "s1"
+    profile: str = "coding"
+    title: str = "New session"
+    history: list[Message] = attrs.Factory(list)
+    events: list[TranscriptEvent] = attrs.Factory(list)
+    user_requests: list[str] = attrs.Factory(list)
+
+    def record_user_prompt(self, text: str) -> None:
+        self.user_requests.append(text)
+        if self.title == "New session":
+            self.title = " ".join(text.split())[:42]
+
+
+class FakeStore:
+    """Keeps a copy of the history at every save."""
+
+    def __init__(self) -> None:
+        self.saved: list[list[Message]] = []
+
+    def save(self, session: FakeSession) -> None:
+        self.saved.append(list(session.history))
+
+
+class FakeApprover:
+    def __init__(self, *answers: Answer) -> None:
+        self.answers = list(answers)
+        self.asked: list[ApprovalRequest] = []
+
+    async def ask(self, request: ApprovalRequest) -> Answer:
+        self.asked.append(request)
+        return self.answers.pop(0) if self.answers else "n"
+
+
+class RecordingSink:
+    def __init__(self) -> None:
+        self.events: list[LiveEvent] = []
+        self._watches: list[tuple[Callable[[LiveEvent], bool], trio.Event]] = []
+
+    def emit(self, event: LiveEvent) -> None:
+        self.events.append(event)
+        for seen, flag in self._watches:
+            if seen(event):
+                flag.set()
+
+    def watch(self, seen: Callable[[LiveEvent], bool]) -> trio.Event:
+        """An event set when an emitted live event matches ``seen``."""
+        flag = trio.Event()
+        if any(seen(e) for e in self.events):
+            flag.set()
+        self._watches.append((seen, flag))
+        return flag
+
+    def entries(self) -> list[TranscriptEvent]:
+        return [e.event for e in self.events if isinstance(e, Entry)]
+
+    def of(self, kind: type[Any]) -> list[Any]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+
+def make_config(workspace: Path, **changes: Any) -> Config:
+    base = Config(
+        model="m",
+        host="http://127.0.0.1:9",
+        workspace=workspace,
+        profile="coding",
+        command_policy="ask",
+        home=workspace / ".zhome",
+    )
+    return attrs.evolve(base, **changes)

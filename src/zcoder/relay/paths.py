@@ -13,7 +13,6 @@ by ``bind()`` itself, which fails when the path exists.
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import stat
 import sys
@@ -24,6 +23,7 @@ import attrs
 
 from zcoder.config import RelaySettings
 from zcoder.errors import RelayUnavailable, UnsafeRelayDir
+from zcoder.relay.protocol import INSTANCE_ID_RE
 
 __all__ = [
     "INSTANCE_ID_RE",
@@ -36,10 +36,9 @@ __all__ = [
     "socket_name",
 ]
 
-# <pid>-<nonce>: the nonce is decimal like the spec's example; it is not a secret.
-INSTANCE_ID_RE = re.compile(r"[1-9][0-9]{0,9}-[0-9]{1,20}")
 # sockaddr_un.sun_path minus its terminating NUL.
 SUN_PATH_MAX = 103 if sys.platform == "darwin" or "bsd" in sys.platform else 107
+# The nonce is decimal like the spec's example; it needs no secrecy, only to not collide.
 _NONCE_DIGITS = 8
 _ATTEMPTS = 16
 

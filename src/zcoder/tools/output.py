@@ -56,7 +56,7 @@ class OutputCollector:
         """Characters seen so far."""
         return self._total
 
-    def feed_bytes(self, data: bytes) -> None:
+    def feed_bytes(self, data: bytes | bytearray) -> None:
         self.feed(self._decoder.decode(data))
 
     def feed(self, text: str) -> None:

@@ -1,0 +1,168 @@
+"""Transcript entries to styled fragments, one look per role. Pure.
+
+Roles stay distinct without colour (``NO_COLOR``): each has its own marker glyph. Long
+tool output is summarised, diffs are cut to a screenful, and all untrusted text goes
+through ``visible``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from prompt_toolkit.formatted_text import StyleAndTextTuples
+
+from zcoder.conversation import TranscriptEvent
+from zcoder.live import ToolState, ToolUpdate
+from zcoder.ui.markdown import render_markdown
+from zcoder.ui.text import one_line, shorten, visible
+
+__all__ = [
+    "MAX_DIFF_LINES",
+    "MAX_TOOL_TEXT_LINES",
+    "TOOL_MARKS",
+    "indent",
+    "render_diff",
+    "render_event",
+    "render_thinking_fold",
+    "render_tool",
+    "render_user",
+]
+
+MAX_DIFF_LINES = 40
+MAX_TOOL_TEXT_LINES = 6
+TOOL_MARKS: dict[ToolState, tuple[str, str]] = {
+    "pending": ("○", "class:tool.pending"),
+    "running": ("◐", "class:tool.running"),
+    "completed": ("✓", "class:tool.ok"),
+    "failed": ("✗", "class:tool.failed"),
+    "denied": ("⊘", "class:tool.denied"),
+    "interrupted": ("■", "class:tool.interrupted"),
+}
+
+
+def indent(fragments: StyleAndTextTuples, prefix: str, style: str = "") -> StyleAndTextTuples:
+    """Put ``prefix`` before every line of ``fragments`` (which end with a newline)."""
+    out: StyleAndTextTuples = [(style, prefix)]
+    for frag_style, text, *_ in fragments:
+        parts = text.split("\n")
+        for i, part in enumerate(parts):
+            if i:
+                out.append((frag_style, "\n"))
+                out.append((style, prefix))
+            if part:
+                out.append((frag_style, part))
+    if out and out[-1] == (style, prefix):
+        out.pop()
+    return out
+
+
+def render_user(text: str, *, queued: bool = False) -> StyleAndTextTuples:
+    """A user prompt: a blank line, then ``›`` (``⧗`` while queued) and the text."""
+    label = "⧗ " if queued else "› "
+    body = indent([*visible(text.rstrip("\n"), "class:user"), ("", "\n")], "  ")
+    return [("", "\n"), ("class:user.mark", label), *body[1:]]
+
+
+def render_diff(diff: str, max_lines: int = MAX_DIFF_LINES) -> StyleAndTextTuples:
+    out: StyleAndTextTuples = []
+    lines = diff.replace("\r\n", "\n").rstrip("\n").split("\n")
+    for line in lines[:max_lines]:
+        if line.startswith(("+++", "---")):
+            style = "class:diff.file"
+        elif line.startswith("+"):
+            style = "class:diff.add"
+        elif line.startswith("-"):
+            style = "class:diff.del"
+        elif line.startswith("@@"):
+            style = "class:diff.hunk"
+        else:
+            style = "class:diff.context"
+        out.extend(visible(line, style))
+        out.append(("", "\n"))
+    if len(lines) > max_lines:
+        out.append(("class:dim", f"… {len(lines) - max_lines} more diff lines\n"))
+    return out
+
+
+def render_tool(update: ToolUpdate, *, width: int = 100) -> StyleAndTextTuples:
+    """A tool card: mark, name, target, state and the one-line summary (and a diff)."""
+    mark, style = TOOL_MARKS[update.state]
+    target = shorten(one_line(update.target), max(width - len(update.name) - 20, 20))
+    out: StyleAndTextTuples = [
+        (style, f"{mark} "),
+        ("class:tool.name", update.name),
+        ("class:tool.target", f" {target}" if target else ""),
+        (style, f"  {update.state}"),
+    ]
+    if update.summary:
+        out.append(("class:tool.summary", " · " + shorten(one_line(update.summary), width)))
+    out.append(("", "\n"))
+    if update.diff and update.state == "completed":
+        out.extend(indent(render_diff(update.diff), "    "))
+    return out
+
+
+def render_thinking_fold(thinking: str) -> StyleAndTextTuples:
+    """Finished thinking, folded to one dim line."""
+    words = len(thinking.split())
+    gist = shorten(one_line(thinking), 72)
+    return [("class:thinking", f"  ∴ thought ({words} words): {gist}\n")]
+
+
+def _tool_text(text: str) -> StyleAndTextTuples:
+    lines = text.rstrip("\n").split("\n")
+    if not text.strip():
+        return []
+    body: StyleAndTextTuples = []
+    for line in lines[:MAX_TOOL_TEXT_LINES]:
+        body.extend(visible(shorten(line, 160), "class:tool.summary"))
+        body.append(("", "\n"))
+    if len(lines) > MAX_TOOL_TEXT_LINES:
+        body.append(("class:dim", f"… {len(lines) - MAX_TOOL_TEXT_LINES} more lines\n"))
+    return indent(body, "    ")
+
+
+def _relay_header(meta: Mapping[str, str]) -> str:
+    project = one_line(meta.get("project", "?"))
+    pid = one_line(meta.get("pid", "?"))
+    workspace = one_line(meta.get("workspace", "?"))
+    flag = "" if meta.get("verified", "yes") == "yes" else " [unverified sender]"
+    return f"⇄ relayed from {project} (pid {pid}, {workspace}){flag}"
+
+
+def _tool_state(value: str) -> ToolState:
+    for state in TOOL_MARKS:
+        if state == value:
+            return state
+    return "completed"
+
+
+def render_event(event: TranscriptEvent, *, width: int = 100) -> StyleAndTextTuples:
+    """One finished transcript entry, ending with a newline."""
+    meta = event.meta
+    if event.role == "user":
+        return render_user(event.text)
+    if event.role == "assistant":
+        body = render_markdown(event.text)
+        if meta.get("partial") == "yes":
+            body.append(("class:dim", "(stopped)\n"))
+        return [("class:assistant.mark", "● "), *indent(body, "  ")[1:]]
+    if event.role == "tool":
+        update = ToolUpdate(
+            call_key="",
+            name=meta.get("name", "tool"),
+            target=meta.get("target", ""),
+            state=_tool_state(meta.get("state", "completed")),
+        )
+        return [*render_tool(update, width=width), *_tool_text(event.text)]
+    if event.role == "relay":
+        said = visible(event.text.rstrip("\n"), "class:relay.text")
+        return [
+            ("", "\n"),
+            ("class:relay", _relay_header(meta) + "\n"),
+            *indent([*said, ("", "\n")], "  │ ", "class:relay"),
+        ]
+    text = visible(event.text.rstrip("\n"), f"class:{event.role}")
+    if event.role == "error":
+        return [("class:error", "✗ "), *text, ("", "\n")]
+    return [("class:system", "· "), *text, ("", "\n")]

@@ -1,0 +1,94 @@
+"""The status bar: what the app is doing, in one line. Pure model plus its rendering."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import attrs
+from prompt_toolkit.formatted_text import StyleAndTextTuples
+
+from zcoder.ui.text import one_line, shorten
+
+__all__ = ["STATE_LABELS", "Status", "render_status"]
+
+STATE_LABELS = {
+    "ready": "ready",
+    "thinking": "thinking",
+    "streaming": "answering",
+    "running_tool": "running a tool",
+    "waiting_approval": "waiting for approval",
+    "stopped": "stopped",
+    "error": "error",
+    "offline": "model unavailable",
+}
+_BUSY = ("thinking", "streaming", "running_tool", "waiting_approval")
+_ELAPSED_AFTER = 1.0  # seconds before the elapsed time is worth showing
+
+
+@attrs.define
+class Status:
+    """Everything the status bar shows; the controller mutates it, then invalidates."""
+
+    model: str
+    profile: str
+    title: str = "New session"
+    state: str = "ready"
+    detail: str = ""
+    since: float = 0.0
+    warmup: str = ""  # "", "warming up", "warm", "warm-up failed"
+    relay: str = ""  # "" = no relay here; else "on", "paused", "off (reason)"
+    relay_queued: int = 0
+    queued_prompts: int = 0
+    clock: Callable[[], float] = time.monotonic
+
+    def set_state(self, state: str, detail: str = "") -> None:
+        if state != self.state:
+            self.since = self.clock()
+        self.state, self.detail = state, detail
+
+    @property
+    def busy(self) -> bool:
+        return self.state in _BUSY
+
+
+def _state_style(state: str) -> str:
+    if state == "waiting_approval":
+        return "class:status.approval"
+    if state in _BUSY:
+        return "class:status.busy"
+    if state in ("error", "offline"):
+        return "class:status.error"
+    return "class:status.ready"
+
+
+def _state_text(status: Status) -> str:
+    label = STATE_LABELS.get(status.state, status.state)
+    elapsed = status.clock() - status.since
+    if status.busy and elapsed >= _ELAPSED_AFTER:
+        label += f" {int(elapsed)}s"
+    if status.state == "ready" and status.warmup and status.warmup != "warm":
+        label = status.warmup
+    if status.state in ("error", "offline") and status.detail:
+        label += ": " + shorten(one_line(status.detail), 40)
+    return f" {label} "
+
+
+def render_status(status: Status, width: int = 100) -> StyleAndTextTuples:
+    """`` state │ model │ profile │ “title” │ N queued │ relay on (M waiting)``, cut to
+    ``width``."""
+    parts = [status.model, status.profile, f"“{one_line(status.title)}”"]
+    if status.queued_prompts:
+        parts.append(f"{status.queued_prompts} queued")
+    if status.relay:
+        relay = f"relay {status.relay}"
+        if status.relay_queued:
+            relay += f" ({status.relay_queued} waiting)"
+        parts.append(relay)
+    state = _state_text(status)
+    rest = shorten(" │ ".join(parts), max(width - len(state) - 2, 10))
+    out: StyleAndTextTuples = [(_state_style(status.state), state), ("class:status", " " + rest)]
+    used = len(state) + 1 + len(rest)
+    if used < width:
+        out.append(("class:status", " " * (width - used)))
+    return out

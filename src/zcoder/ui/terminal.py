@@ -1,0 +1,262 @@
+"""The prompt_toolkit application: live area, approval line, input, status bar.
+
+A non-full-screen app on the asyncio host loop, driven from Trio (guest mode, same thread).
+Finished transcript lines are printed above it in batches, so they land in the terminal's
+own scrollback; only the moving parts are drawn by the app. ``run`` is the Trio task that
+owns the app: it returns when the app ends and, when cancelled, makes the app leave raw
+mode before returning, so the terminal is restored before Trio finishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import time
+from collections.abc import Callable, Iterable
+
+import trio
+from prompt_toolkit.application import Application
+from prompt_toolkit.buffer import Buffer
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.document import Document
+from prompt_toolkit.filters import Condition
+from prompt_toolkit.formatted_text import FormattedText, StyleAndTextTuples
+from prompt_toolkit.history import History
+from prompt_toolkit.input import Input
+from prompt_toolkit.layout import ConditionalContainer, HSplit, Layout, Window
+from prompt_toolkit.layout.controls import BufferControl, FormattedTextControl
+from prompt_toolkit.layout.dimension import Dimension
+from prompt_toolkit.layout.menus import CompletionsMenu
+from prompt_toolkit.layout.processors import AfterInput, ConditionalProcessor
+from prompt_toolkit.output import Output
+from prompt_toolkit.shortcuts import print_formatted_text
+
+from zcoder.ui.approval import ApprovalLine
+from zcoder.ui.events import CancelTurn, ExitRequest, Submit, UiEvent
+from zcoder.ui.keys import KEY_TIMEOUT, build_key_bindings
+from zcoder.ui.status import Status, render_status
+from zcoder.ui.style import STYLE, color_depth
+from zcoder.ui.transcript import TranscriptView
+
+__all__ = ["SlashCompleter", "Terminal"]
+
+_TICK = 0.5  # status bar refresh while busy (elapsed time)
+_EXIT_GRACE = 3.0
+
+
+class SlashCompleter(Completer):
+    """Completes slash commands and their arguments from a pure ``complete(text)``."""
+
+    def __init__(self, complete: Callable[[str], list[str]]) -> None:
+        self._complete = complete
+
+    def get_completions(
+        self, document: Document, complete_event: CompleteEvent
+    ) -> Iterable[Completion]:
+        text = document.text_before_cursor
+        for option in self._complete(text):
+            yield Completion(option, start_position=-len(text), display=option)
+
+
+class Terminal:
+    """The app and its state; every method runs on the one thread."""
+
+    def __init__(
+        self,
+        *,
+        status: Status,
+        post: Callable[[UiEvent], None],
+        schedule: Callable[[Callable[[], None]], object],
+        complete: Callable[[str], list[str]] = lambda text: [],
+        history: History | None = None,
+        input: Input | None = None,
+        output: Output | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.status = status
+        self._post = post
+        self.turn_running = False
+        self.approval = ApprovalLine(schedule, self.invalidate, clock)
+        self.view = TranscriptView(self.print_above, self.width)
+        self._pending: list[StyleAndTextTuples] = []
+        self._flush_handle: asyncio.Handle | None = None
+        self.buffer = Buffer(
+            multiline=True,
+            history=history,
+            completer=SlashCompleter(complete),
+            complete_while_typing=False,
+            read_only=Condition(lambda: self.approval.is_open),
+        )
+        approval_open = Condition(lambda: self.approval.is_open)
+        bindings = build_key_bindings(
+            self,
+            self.buffer,
+            turn_running=Condition(lambda: self.turn_running),
+            approval_open=approval_open,
+        )
+        self.app: Application[None] = Application(
+            layout=self._layout(approval_open),
+            key_bindings=bindings,
+            style=STYLE,
+            include_default_pygments_style=False,
+            color_depth=color_depth(),
+            full_screen=False,
+            erase_when_done=True,
+            after_render=lambda _: self.approval.mark_rendered(),
+            input=input,
+            output=output,
+        )
+        self.app.ttimeoutlen = self.app.timeoutlen = KEY_TIMEOUT
+        self.app.key_processor.before_key_press += lambda _: self.approval.note_key()
+
+    # -- layout ---------------------------------------------------------------------------
+    def _layout(self, approval_open: Condition) -> Layout:
+        hint = ConditionalProcessor(
+            AfterInput(self._hint, style="class:dim"), Condition(lambda: not self.buffer.text)
+        )
+        input_window = Window(
+            BufferControl(self.buffer, input_processors=[hint]),
+            height=Dimension(min=1, max=12),
+            wrap_lines=True,
+            dont_extend_height=True,
+            get_line_prefix=self._prefix,
+        )
+        return Layout(
+            HSplit(
+                [
+                    Window(
+                        FormattedTextControl(self._live),
+                        wrap_lines=True,
+                        dont_extend_height=True,
+                    ),
+                    ConditionalContainer(
+                        Window(
+                            FormattedTextControl(self.approval.render),
+                            wrap_lines=True,
+                            dont_extend_height=True,
+                        ),
+                        filter=approval_open,
+                    ),
+                    input_window,
+                    CompletionsMenu(max_height=8),
+                    Window(
+                        FormattedTextControl(lambda: render_status(self.status, self.width())),
+                        height=1,
+                    ),
+                ]
+            ),
+            focused_element=input_window,
+        )
+
+    def _prefix(self, line: int, wrap: int) -> StyleAndTextTuples:
+        if line == 0 and wrap == 0:
+            return [("class:prompt", "› ")]
+        return [("", "  ")]
+
+    def _hint(self) -> StyleAndTextTuples:
+        if self.approval.is_open:
+            return [("class:dim", "answer the question above")]
+        if self.turn_running:
+            return [("class:dim", "Esc stops the turn · Enter queues a message")]
+        return [("class:dim", "Ask anything · /help for commands · Ctrl-D quits")]
+
+    def _live(self) -> StyleAndTextTuples:
+        rows = self.app.output.get_size().rows
+        budget = max(3, rows - 6 - (8 if self.approval.is_open else 0))
+        return self.view.render_live(budget)
+
+    def width(self) -> int:
+        return max(self.app.output.get_size().columns, 20)
+
+    def invalidate(self) -> None:
+        self.app.invalidate()
+
+    # -- key actions (called by the bindings on the host loop) ----------------------------
+    def submit(self, text: str) -> None:
+        self._post(Submit(text))
+
+    def cancel_turn(self) -> None:
+        self._post(CancelTurn())
+
+    def exit(self) -> None:
+        self._post(ExitRequest("user"))
+
+    def answer(self, key: str) -> None:
+        self.approval.press(key)
+
+    # -- printing above the app -----------------------------------------------------------
+    def print_above(self, fragments: StyleAndTextTuples) -> None:
+        """Queue finished lines; one batch per loop iteration goes above the app."""
+        self._pending.append(fragments)
+        if self._flush_handle is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self.flush()
+                return
+            self._flush_handle = loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flush_handle = None
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        fragments: StyleAndTextTuples = [f for batch in pending for f in batch]
+        app = self.app
+        if not (app.is_running and not app.is_done):
+            self._write(fragments)
+            return
+        # Like run_in_terminal, minus the cooked-mode switch: keys typed meanwhile are
+        # neither echoed into the scrollback nor lost.
+        app.renderer.erase()
+        self._write(fragments)
+        app._request_absolute_cursor_position()
+        app._redraw()
+
+    def _write(self, fragments: StyleAndTextTuples) -> None:
+        print_formatted_text(
+            FormattedText(fragments),
+            style=STYLE,
+            output=self.app.output,
+            color_depth=self.app.color_depth,
+            include_default_pygments_style=False,
+            end="",
+        )
+
+    # -- the Trio task --------------------------------------------------------------------
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the app until it ends; on cancel, end it and wait until raw mode is left."""
+        loop = asyncio.get_running_loop()
+        token = trio.lowlevel.current_trio_token()
+        ended = trio.Event()
+        coro = self.app.run_async(set_exception_handler=False, handle_sigint=True)
+        task = loop.create_task(coro, context=contextvars.Context())
+        task.add_done_callback(lambda _: token.run_sync_soon(ended.set))
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._tick)
+                task_status.started()
+                await ended.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(_EXIT_GRACE):
+                self._stop(task)
+                await ended.wait()
+            self.flush()
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+
+    def _stop(self, task: asyncio.Task[None]) -> None:
+        if task.done():
+            return
+        future = self.app.future
+        if self.app.is_running and future is not None and not future.done():
+            self.app.exit()
+        else:
+            task.cancel()
+
+    async def _tick(self) -> None:
+        while True:
+            await trio.sleep(_TICK)
+            if self.status.busy or self.status.warmup == "warming up":
+                self.invalidate()

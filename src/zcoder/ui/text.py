@@ -1,0 +1,70 @@
+"""Untrusted text made safe to show: control characters drawn visibly, tabs expanded.
+
+Model replies, tool output, file contents and relayed messages may carry escape sequences
+or invisible format characters; written raw they could move the cursor, recolour the screen
+or forge an approval question. Every such character is drawn as a visible token (``^[``,
+``<U+202E>``) in the ``ctrl`` style instead. Pure.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from prompt_toolkit.formatted_text import StyleAndTextTuples
+
+__all__ = ["CTRL_STYLE", "one_line", "shorten", "visible", "visible_text"]
+
+CTRL_STYLE = "class:ctrl"
+_TAB = "    "
+
+
+def _token(ch: str) -> str | None:
+    """The visible stand-in for ``ch``, or ``None`` when it is safe as it is."""
+    code = ord(ch)
+    if ch == "\n":
+        return None
+    if code < 0x20:
+        return "^" + chr(code + 0x40)
+    if code == 0x7F:
+        return "^?"
+    if 0x80 <= code < 0xA0 or unicodedata.category(ch) in ("Cf", "Zl", "Zp", "Co", "Cs"):
+        return f"<U+{code:04X}>"
+    return None
+
+
+def visible(text: str, style: str = "") -> StyleAndTextTuples:
+    """``text`` as fragments in ``style``; control characters become ``ctrl`` tokens."""
+    text = text.replace("\r\n", "\n").replace("\t", _TAB)
+    out: StyleAndTextTuples = []
+    run: list[str] = []
+    for ch in text:
+        token = _token(ch)
+        if token is None:
+            run.append(ch)
+            continue
+        if run:
+            out.append((style, "".join(run)))
+            run = []
+        out.append((f"{style} {CTRL_STYLE}".strip(), token))
+    if run:
+        out.append((style, "".join(run)))
+    return out
+
+
+def visible_text(text: str) -> str:
+    """``visible`` as a plain string (for places that take no styles)."""
+    return "".join(t for _, t, *_ in visible(text))
+
+
+def one_line(text: str) -> str:
+    """Whitespace runs (newlines included) folded to single spaces, made visible."""
+    return visible_text(" ".join(text.split()))
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, with an ellipsis when it was longer."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return text[: max(width, 0)]
+    return text[: width - 1] + "…"

@@ -1,0 +1,171 @@
+"""The transcript: live turn events in, finished lines out to the scrollback.
+
+What is finished is printed above the app (``print_above``) and so lives in the terminal's
+own scrollback: user prompts, assistant paragraphs as soon as a blank line closes them,
+tool cards once their state is final, notices and errors. What is still moving is drawn by
+the app from ``render_live``: the paragraph being streamed, the thinking tail, running tool
+cards and queued prompts. No prompt_toolkit application here; pure state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prompt_toolkit.formatted_text import StyleAndTextTuples
+from prompt_toolkit.utils import get_cwidth
+
+from zcoder.conversation import TranscriptEvent
+from zcoder.live import Entry, LiveEvent, TextDelta, ThinkingDelta, ToolUpdate
+from zcoder.ui.markdown import render_markdown, split_blocks
+from zcoder.ui.render import (
+    indent,
+    render_event,
+    render_thinking_fold,
+    render_tool,
+    render_user,
+)
+from zcoder.ui.text import visible
+
+__all__ = ["TranscriptView"]
+
+_OPEN_STATES = ("pending", "running")
+
+
+class TranscriptView:
+    def __init__(
+        self,
+        print_above: Callable[[StyleAndTextTuples], None],
+        width: Callable[[], int] = lambda: 100,
+    ) -> None:
+        self._print = print_above
+        self._width = width
+        self.streamed = ""  # raw text of the assistant message being streamed
+        self._committed = 0  # how much of it is already in the scrollback
+        self.thinking = ""
+        self.tools: dict[str, ToolUpdate] = {}
+        self._printed_tools: set[tuple[str, str]] = set()
+        self.queued: list[str] = []
+
+    def apply(self, event: LiveEvent) -> None:
+        if isinstance(event, TextDelta):
+            self._fold_thinking()
+            self.streamed += event.text
+            self._commit_finished_blocks()
+        elif isinstance(event, ThinkingDelta):
+            self.thinking += event.text
+        elif isinstance(event, ToolUpdate):
+            self._tool(event)
+        elif isinstance(event, Entry):
+            self.show(event.event)
+
+    def show(self, event: TranscriptEvent) -> None:
+        """A finished entry: from the agent, a notice of the app, or replayed history."""
+        if event.role == "assistant":
+            self._fold_thinking()
+            self._finish_assistant(event)
+            return
+        if event.role == "tool":
+            key = (dict(event.meta).get("name", ""), dict(event.meta).get("target", ""))
+            if key in self._printed_tools:
+                return  # its card was already printed from the live updates
+        self._print(render_event(event, width=self._width()))
+
+    def notice(self, text: str, role: str = "system") -> None:
+        self.show(TranscriptEvent(role="error" if role == "error" else "system", text=text))
+
+    def end_turn(self) -> None:
+        """The turn is over: flush whatever is left; running cards are interrupted."""
+        self._fold_thinking()
+        rest = self.streamed[self._committed :]
+        if rest.strip():
+            self._print_assistant(rest)
+        for update in list(self.tools.values()):
+            self._tool(ToolUpdate(update.call_key, update.name, update.target, "interrupted", ""))
+        self.streamed, self._committed = "", 0
+        self._printed_tools.clear()
+
+    def _tool(self, update: ToolUpdate) -> None:
+        self._fold_thinking()
+        if update.state in _OPEN_STATES:
+            self.tools[update.call_key] = update
+            return
+        self.tools.pop(update.call_key, None)
+        self._printed_tools.add((update.name, update.target))
+        self._print(render_tool(update, width=self._width()))
+
+    def _fold_thinking(self) -> None:
+        if self.thinking.strip():
+            self._print(render_thinking_fold(self.thinking))
+        self.thinking = ""
+
+    def _commit_finished_blocks(self) -> None:
+        finished, _ = split_blocks(self.streamed[self._committed :])
+        if finished:
+            self._print_assistant(finished)
+            self._committed += len(finished)
+
+    def _print_assistant(self, text: str) -> None:
+        if not text.strip():
+            return
+        first = self._committed == 0 or not self.streamed[: self._committed].strip()
+        if first:
+            text = text.lstrip("\n")
+        body = indent(render_markdown(text), "  ")
+        if first:
+            body = [("class:assistant.mark", "● "), *body[1:]]
+        self._print(body)
+
+    def _finish_assistant(self, event: TranscriptEvent) -> None:
+        if self.streamed and self.streamed.strip() == event.text.strip():
+            rest = self.streamed[self._committed :]
+            if rest.strip():
+                self._print_assistant(rest)
+            if dict(event.meta).get("partial") == "yes":
+                self._print([("class:dim", "  (stopped)\n")])
+        else:
+            self._print(render_event(event, width=self._width()))
+        self.streamed, self._committed = "", 0
+
+    def render_live(self, max_lines: int) -> StyleAndTextTuples:
+        """The moving part of the transcript, cut to its last ``max_lines`` screen lines."""
+        out: StyleAndTextTuples = []
+        if self.thinking and not self.streamed:
+            tail = self.thinking.rstrip().split("\n")[-2:]
+            out.extend(indent([*visible("\n".join(tail), "class:thinking"), ("", "\n")], "  ∴ "))
+        rest = self.streamed[self._committed :]
+        if rest.strip():
+            mark = "● " if not self.streamed[: self._committed].strip() else "  "
+            body = indent([*visible(rest.lstrip("\n").rstrip(" ")), ("", "\n")], "  ")
+            out.extend([("class:assistant.mark", mark), *body[1:]])
+        for update in self.tools.values():
+            out.extend(render_tool(update, width=self._width()))
+        for text in self.queued:
+            out.extend(render_user(text, queued=True)[1:])
+        return _tail(out, max_lines, self._width())
+
+
+def _tail(fragments: StyleAndTextTuples, max_lines: int, width: int) -> StyleAndTextTuples:
+    """The last ``max_lines`` screen lines of ``fragments`` (wrapped at ``width``)."""
+    lines: list[StyleAndTextTuples] = [[]]
+    for style, text, *_ in fragments:
+        for i, part in enumerate(text.split("\n")):
+            if i:
+                lines.append([])
+            if part:
+                lines[-1].append((style, part))
+    if lines and not lines[-1]:
+        lines.pop()
+    rows = 0
+    keep: list[StyleAndTextTuples] = []
+    for line in reversed(lines):
+        cells = sum(get_cwidth(t) for _, t, *_ in line)
+        rows += max(1, -(-cells // max(width, 1)))
+        if rows > max_lines and keep:
+            break
+        keep.append(line)
+    out: StyleAndTextTuples = []
+    for n, line in enumerate(reversed(keep)):
+        if n:
+            out.append(("", "\n"))
+        out.extend(line)
+    return out

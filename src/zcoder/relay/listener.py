@@ -231,15 +231,15 @@ class Listener:
 
     async def _write_ack(self, stream: trio.abc.Stream, ack: Ack) -> None:
         frame = encode_frame(encode_envelope(ack), max_bytes=self._limits.max_bytes)
-        with trio.move_on_after(self._io_timeout) as scope:
-            try:
+        written = False
+        with trio.move_on_after(self._io_timeout):
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                 await stream.send_all(frame)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                scope.cancel()
-        if scope.cancelled_caught:
-            self._stats.dropped += 1
-        else:
+                written = True
+        if written:
             self._stats.answered += 1
+        else:
+            self._stats.dropped += 1
 
 
 def _ack(

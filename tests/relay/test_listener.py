@@ -1,0 +1,353 @@
+"""The listener, one connection at a time over memory streams, then over real sockets."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import stat
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from tests.relay.wire_fakes import (
+    ME,
+    FakeSpool,
+    SenderCheck,
+    ack_frame,
+    enqueue_env,
+    enqueue_obj,
+    frame,
+    make_listener,
+    ping_obj,
+)
+from zcoder.errors import RelayUnavailable
+from zcoder.relay import client
+from zcoder.relay.envelope import Ack, Limits
+from zcoder.relay.listener import Listener, PeerCred, open_unix_listener, peer_credentials
+
+MID = "42110-18471001-1"
+
+
+async def exchange(
+    listener: Listener, data: bytes, *, peer: PeerCred | None = None, eof: bool = True
+) -> bytes:
+    """Send ``data`` to one ``handle`` call; return everything it wrote before closing."""
+    ours, theirs = trio.testing.memory_stream_pair()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(listener.handle, theirs, peer)
+        await ours.send_all(data)
+        if eof:
+            await ours.send_eof()
+        reply = bytearray()
+        while chunk := await ours.receive_some():
+            reply += chunk
+    return bytes(reply)
+
+
+async def test_ping_gets_pong_with_state() -> None:
+    listener = make_listener()
+    assert await exchange(listener, frame(ping_obj())) == ack_frame("p1", "pong", state="ready")
+    stats = listener.statistics()
+    assert (stats.handled, stats.answered, stats.dropped, stats.active) == (1, 1, 0, 0)
+
+
+async def test_enqueue_accepted_and_spooled() -> None:
+    spool = FakeSpool()
+    listener = make_listener(spool)
+    reply = await exchange(listener, frame(enqueue_obj()))
+    assert reply == ack_frame(MID, "accepted", queue_position=1)
+    assert len(spool.items) == 1
+    envelope, verified = spool.items[0]
+    assert envelope.message_id == MID and verified is False
+
+
+@pytest.mark.parametrize(("pid", "verified"), [(42110, True), (42111, False)])
+async def test_verified_when_peer_pid_is_sender_pid(pid: int, verified: bool) -> None:
+    spool = FakeSpool()
+    peer = PeerCred(pid=pid, uid=os.getuid(), gid=os.getgid())
+    await exchange(make_listener(spool), frame(enqueue_obj()), peer=peer)
+    assert spool.items[0][1] is verified
+
+
+async def test_spool_statuses_pass_through() -> None:
+    spool = FakeSpool(max_queue=1)
+    listener = make_listener(spool)
+    assert await exchange(listener, frame(enqueue_obj())) == ack_frame(
+        MID, "accepted", queue_position=1
+    )
+    assert await exchange(listener, frame(enqueue_obj())) == ack_frame(MID, "duplicate")
+    second = enqueue_obj(message_id="m2")
+    assert await exchange(listener, frame(second)) == ack_frame("m2", "full")
+    spool.paused = True
+    assert await exchange(listener, frame(second)) == ack_frame("m2", "paused")
+    assert [env.message_id for env, _ in spool.items] == [MID]
+
+
+async def test_sender_check_after_fields_before_spool() -> None:
+    spool, check = FakeSpool(), SenderCheck()
+    check.result = False
+    listener = make_listener(spool, check)
+    assert await exchange(listener, frame(enqueue_obj())) == ack_frame(MID, "invalid")
+    assert (check.calls, spool.items) == (1, [])
+    # earlier steps decide without asking the sender check
+    assert await exchange(listener, frame(enqueue_obj(body=""))) == ack_frame(MID, "invalid")
+    bad_target = frame(enqueue_obj(target_instance_id="1-abcd", body=""))
+    assert await exchange(listener, bad_target) == ack_frame(MID, "wrong_target")
+    assert check.calls == 1
+    # a ping needs no sender check
+    assert await exchange(listener, frame(ping_obj())) == ack_frame("p1", "pong", state="ready")
+    assert check.calls == 1
+
+
+async def test_invalid_fields_answered_with_message_id() -> None:
+    listener = make_listener()
+    assert await exchange(listener, frame(enqueue_obj(sender_pid="42110"))) == ack_frame(
+        MID, "invalid"
+    )
+    assert await exchange(listener, frame(enqueue_obj(protocol=2))) == ack_frame(MID, "unsupported")
+    assert await exchange(listener, frame(enqueue_obj(body="b" * 101))) == ack_frame(MID, "invalid")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"ZCODER-AGENT/1 0\n",
+        b"ZCODER-AGENT/1 8\nnot json",
+        b"ZCODER-AGENT/1 2\n[]",
+        b"ZCODER-AGENT/1 x\n",
+        b"ZCODER-AGENT/1 05\n{}",
+        b"ZCODER-AGENT/1 4097\n",  # above max_bytes: refused before the payload
+        b"ZCODER-AGENT/1 2\n{}trailing",
+    ],
+)
+async def test_our_magic_but_broken_frame_gets_invalid(data: bytes) -> None:
+    listener = make_listener()
+    assert await exchange(listener, data) == ack_frame("", "invalid")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"GET / HTTP/1.1\r\n\r\n",
+        b"\x00\x01\x02",
+        b"ZCODER-AGENT/2 2\n{}",
+        b"ZCODER-AGENT/1",  # EOF inside the header
+        b"ZCODER-AGENT/1 10\n",  # EOF before the payload
+        b'ZCODER-AGENT/1 10\n{"a":',  # EOF inside the payload
+    ],
+)
+async def test_foreign_or_truncated_frame_closes_without_answer(data: bytes) -> None:
+    listener = make_listener()
+    assert await exchange(listener, data) == b""
+    stats = listener.statistics()
+    assert (stats.answered, stats.dropped, stats.errors) == (0, 1, 0)
+
+
+async def test_stalled_header_closed_after_io_timeout(autojump_clock: trio.abc.Clock) -> None:
+    listener = make_listener(io_timeout=2.0)
+    start = trio.current_time()
+    assert await exchange(listener, b"ZCODER-AGENT/1 1", eof=False) == b""
+    assert trio.current_time() - start == pytest.approx(2.0)
+
+
+async def test_slow_drip_bounded_by_one_deadline(autojump_clock: trio.abc.Clock) -> None:
+    """One byte every half second never completes: the deadline covers the whole frame."""
+    listener = make_listener(io_timeout=2.0)
+    ours, theirs = trio.testing.memory_stream_pair()
+    data = frame(ping_obj())
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(listener.handle, theirs, None)
+        for i in range(len(data)):
+            try:
+                await ours.send_all(data[i : i + 1])
+            except trio.BrokenResourceError:
+                break
+            await trio.sleep(0.5)
+        assert await ours.receive_some() == b""
+    assert trio.current_time() - start <= 2.5
+    assert listener.statistics().dropped == 1
+
+
+async def test_peer_that_never_reads_the_ack(autojump_clock: trio.abc.Clock) -> None:
+    listener = make_listener(io_timeout=2.0)
+    ours, theirs = trio.testing.lockstep_stream_pair()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(listener.handle, theirs, None)
+        await ours.send_all(frame(ping_obj()))
+    stats = listener.statistics()
+    assert (stats.answered, stats.dropped, stats.errors) == (0, 1, 0)
+
+
+def socket_streams() -> tuple[trio.SocketStream, trio.SocketStream]:
+    a, b = trio.socket.socketpair(socket.AF_UNIX)
+    return trio.SocketStream(a), trio.SocketStream(b)
+
+
+async def test_peer_that_hangs_up_before_the_ack() -> None:
+    spool = FakeSpool()
+    listener = make_listener(spool)
+    ours, theirs = socket_streams()
+    await ours.send_all(frame(enqueue_obj()))
+    await ours.aclose()
+    await listener.handle(theirs, None)
+    stats = listener.statistics()
+    assert (stats.answered, stats.dropped, stats.errors) == (0, 1, 0)
+    assert len(spool.items) == 1  # stored: the sender's retry will get "duplicate"
+
+
+async def test_spool_failure_is_contained() -> None:
+    spool = FakeSpool()
+    spool.fail = True
+    listener = make_listener(spool)
+    assert await exchange(listener, frame(enqueue_obj())) == b""
+    assert listener.statistics().errors == 1
+    spool.fail = False
+    assert await exchange(listener, frame(enqueue_obj())) == ack_frame(
+        MID, "accepted", queue_position=1
+    )
+
+
+async def test_handle_propagates_cancellation() -> None:
+    listener = make_listener()
+    ours, theirs = trio.testing.memory_stream_pair()
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(listener.handle, theirs, None)
+            await trio.testing.wait_all_tasks_blocked()
+            scope.cancel()
+    assert scope.cancelled_caught
+    assert await ours.receive_some() == b""  # closed on the way out
+
+
+async def test_peer_credentials_of_a_unix_socket() -> None:
+    ours, theirs = socket_streams()
+    async with ours, theirs:
+        assert peer_credentials(theirs) == PeerCred(
+            pid=os.getpid(), uid=os.getuid(), gid=os.getgid()
+        )
+    assert peer_credentials(trio.testing.memory_stream_pair()[0]) is None
+
+
+# -- real sockets --------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def serving(listener: Listener, path: Path) -> AsyncIterator[Path]:
+    async with trio.open_nursery() as nursery:
+        await nursery.start(listener.serve, [await open_unix_listener(path)])
+        yield path
+        nursery.cancel_scope.cancel()
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Poll the listener's counters while real socket I/O completes."""
+    with trio.fail_after(10):
+        while not condition():  # noqa: ASYNC110
+            await trio.sleep(0.001)
+
+
+async def raw_request(path: Path, data: bytes) -> bytes:
+    """Everything the listener wrote before closing; a reset (closed with our request
+    unread) counts as a close."""
+    reply = bytearray()
+    async with await trio.open_unix_socket(path) as stream:
+        await stream.send_all(data)
+        with contextlib.suppress(trio.BrokenResourceError):
+            while chunk := await stream.receive_some():
+                reply += chunk
+    return bytes(reply)
+
+
+async def test_over_a_real_socket(short_tmp: Path) -> None:
+    spool = FakeSpool()
+    listener = make_listener(spool)
+    async with serving(listener, short_tmp / "a.sock") as path:
+        pong = await client.ping(path, target_instance_id=ME, sender_instance_id="42110-abcd")
+        assert (pong.status, pong.state) == ("pong", "ready")
+        mine = enqueue_obj(sender_pid=os.getpid(), sender_instance_id=f"{os.getpid()}-abcd")
+        assert await raw_request(path, frame(mine)) == ack_frame(MID, "accepted", queue_position=1)
+        other = enqueue_obj(message_id="m2")
+        assert await raw_request(path, frame(other)) == ack_frame(
+            "m2", "accepted", queue_position=2
+        )
+    assert [verified for _, verified in spool.items] == [True, False]
+
+
+async def test_stalled_connection_does_not_block_others(short_tmp: Path) -> None:
+    listener = make_listener(io_timeout=30.0)
+    path = short_tmp / "a.sock"
+    async with serving(listener, path), await trio.open_unix_socket(path) as stalled:
+        await stalled.send_all(b"ZCODER-AGENT/1 50\n{")
+        for _ in range(3):
+            pong = await client.ping(path, target_instance_id=ME, sender_instance_id=ME)
+            assert pong.status == "pong"
+        assert listener.statistics().active == 1
+
+
+async def test_connection_limit(short_tmp: Path) -> None:
+    listener = make_listener(io_timeout=30.0, max_connections=2)
+    async with serving(listener, short_tmp / "a.sock") as path:
+        stalled = [await trio.open_unix_socket(path) for _ in range(2)]
+        for stream in stalled:
+            await stream.send_all(b"ZCODER-AGENT/1")
+        await until(lambda: listener.statistics().active == 2)
+        assert await raw_request(path, frame(ping_obj())) == b""  # closed at once, unread
+        assert listener.statistics().refused == 1
+        await stalled[0].aclose()
+        await until(lambda: listener.statistics().active == 1)
+        assert await raw_request(path, frame(ping_obj())) == ack_frame("p1", "pong", state="ready")
+        await stalled[1].aclose()
+
+
+async def test_another_uid_is_refused_unread(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "getuid", lambda: 4242)
+    listener = make_listener()
+    monkeypatch.undo()
+    async with serving(listener, short_tmp / "a.sock") as path:
+        assert await raw_request(path, frame(ping_obj())) == b""
+    stats = listener.statistics()
+    assert (stats.refused, stats.handled) == (1, 0)
+
+
+async def test_many_clients_at_once(short_tmp: Path) -> None:
+    spool = FakeSpool(max_queue=100)
+    listener = make_listener(spool, max_connections=100)
+    results: dict[int, Ack] = {}
+
+    async def one(path: Path, i: int) -> None:
+        results[i] = await client.send(path, enqueue_env(message_id=f"m{i}"), io_timeout=5.0)
+
+    async with serving(listener, short_tmp / "a.sock") as path, trio.open_nursery() as nursery:
+        for i in range(40):
+            nursery.start_soon(one, path, i)
+    assert {ack.status for ack in results.values()} == {"accepted"}
+    assert sorted(ack.queue_position or 0 for ack in results.values()) == list(range(1, 41))
+
+
+async def test_open_unix_listener(short_tmp: Path) -> None:
+    path = short_tmp / "a.sock"
+    listener = await open_unix_listener(path)
+    try:
+        assert stat.S_ISSOCK(os.lstat(path).st_mode)
+        assert stat.S_IMODE(os.lstat(path).st_mode) == 0o600
+        with pytest.raises(RelayUnavailable, match="cannot listen on"):
+            await open_unix_listener(path)
+    finally:
+        await listener.aclose()
+    with pytest.raises(RelayUnavailable):
+        await open_unix_listener(short_tmp / ("x" * 120))
+    assert not (short_tmp / ("x" * 120)).exists()
+
+
+async def test_limits_respected_in_ack(short_tmp: Path) -> None:
+    listener = make_listener(limits=Limits(max_bytes=1024, max_message_chars=10))
+    assert await exchange(listener, frame(enqueue_obj(body="é" * 11))) == ack_frame(MID, "invalid")

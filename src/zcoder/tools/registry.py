@@ -1,0 +1,145 @@
+"""The toolbox: which tools the model may call, and the one door every call goes through.
+
+``Toolbox.call`` never raises (``trio.Cancelled`` excepted): an unknown tool, arguments that
+do not fit the schema, a refused path or a failing tool all come back as a ``ToolResult``
+whose text starts with ``Error: ``. Tools may raise ``ToolError`` or ``WorkspaceError`` to
+refuse; the message becomes the result. Every result is capped at ``ctx.output_cap``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from zcoder.errors import ToolError, WorkspaceError
+from zcoder.tools.apply_patch import APPLY_PATCH
+from zcoder.tools.base import Tool, ToolContext, ToolResult, ToolSpec
+from zcoder.tools.edit import REPLACE_TEXT, WRITE_FILE
+from zcoder.tools.finish import FINISH
+from zcoder.tools.fs import LIST_FILES, READ_FILE, READ_FILE_RANGE
+from zcoder.tools.output import cap_text
+from zcoder.tools.schema import check_arguments
+from zcoder.tools.search import SEARCH
+from zcoder.tools.shell import RUN_COMMAND
+
+__all__ = ["Toolbox", "core_tools"]
+
+_TARGET_CHARS = 120
+_PATCH_TARGET = re.compile(r"^(?:\+\+\+|---) (?:[ab]/)?(\S+)", re.MULTILINE)
+
+
+def core_tools() -> list[Tool]:
+    """The tools of every session, in the order the model sees them."""
+    return [
+        LIST_FILES,
+        READ_FILE,
+        READ_FILE_RANGE,
+        SEARCH,
+        WRITE_FILE,
+        REPLACE_TEXT,
+        APPLY_PATCH,
+        RUN_COMMAND,
+        FINISH,
+    ]
+
+
+def _error(text: str) -> ToolResult:
+    return ToolResult(text=f"Error: {text}", ok=False, summary="error")
+
+
+def _one_line(text: str) -> str:
+    lines = text.strip().splitlines() or [""]
+    shown = lines[0] + (" ..." if len(lines) > 1 else "")
+    return shown if len(shown) <= _TARGET_CHARS else shown[: _TARGET_CHARS - 3] + "..."
+
+
+def _patch_target(args: Mapping[str, Any]) -> str:
+    names = [n for n in _PATCH_TARGET.findall(str(args.get("patch", ""))) if n != "/dev/null"]
+    return ", ".join(dict.fromkeys(names)) or "patch"
+
+
+def _range_target(args: Mapping[str, Any]) -> str:
+    return f"{args.get('path', '')}:{args.get('start_line', '?')}-{args.get('end_line', '?')}"
+
+
+def _search_target(args: Mapping[str, Any]) -> str:
+    where = args.get("path") or "."
+    query = str(args.get("query", ""))
+    return query if where == "." else f"{query} in {where}"
+
+
+_TARGETS: dict[str, Callable[[Mapping[str, Any]], str]] = {
+    "list_files": lambda a: str(a.get("path") or "."),
+    "read_file_range": _range_target,
+    "search": _search_target,
+    "apply_patch": _patch_target,
+    "finish": lambda a: str(a.get("status", "")),
+}
+
+
+class Toolbox:
+    """An ordered set of tools with unique names; immutable (derive new ones instead)."""
+
+    __slots__ = ("_tools",)
+
+    def __init__(self, tools: Sequence[Tool]) -> None:
+        by_name: dict[str, Tool] = {}
+        for tool in tools:
+            if tool.spec.name in by_name:
+                raise ValueError(f"duplicate tool name: {tool.spec.name}")
+            by_name[tool.spec.name] = tool
+        self._tools: Mapping[str, Tool] = by_name
+
+    def specs(self) -> list[ToolSpec]:
+        return [tool.spec for tool in self._tools.values()]
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def with_tools(self, extra: Sequence[Tool]) -> Toolbox:
+        """A new toolbox with ``extra`` appended (names must stay unique)."""
+        return Toolbox([*self._tools.values(), *extra])
+
+    def without(self, names: Collection[str]) -> Toolbox:
+        return Toolbox([tool for tool in self._tools.values() if tool.spec.name not in names])
+
+    def target_of(self, name: str, arguments: Mapping[str, Any]) -> str:
+        """A short one-line target for a tool card: a path, a command, a query..."""
+        pick = _TARGETS.get(name)
+        if pick is not None:
+            return _one_line(pick(arguments))
+        for key in ("path", "command", "query", "target", "to"):
+            if isinstance(arguments.get(key), str):
+                return _one_line(arguments[key])
+        first = next((v for v in arguments.values() if isinstance(v, str)), "")
+        return _one_line(first)
+
+    async def call(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        """Validate and run one call; every failure is an ``Error: ...`` result."""
+        tool = self._tools.get(name)
+        if tool is None:
+            shown = _one_line(name) or "(empty name)"
+            return _error(f"unknown tool {shown}; available: {', '.join(self._tools)}")
+        try:
+            args = check_arguments(tool.spec.parameters, arguments)
+        except ToolError as exc:
+            return _error(f"invalid arguments for {name}: {exc}")
+        result = await self._run(tool, args, ctx)
+        if not result.ok and not result.text.startswith("Error: "):
+            result = attrs.evolve(result, text=f"Error: {result.text}")
+        return attrs.evolve(result, text=cap_text(result.text, ctx.output_cap))
+
+    @staticmethod
+    async def _run(tool: Tool, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        try:
+            return await tool.run(args, ctx)
+        except (ToolError, WorkspaceError) as exc:
+            return _error(str(exc))
+        except OSError as exc:
+            where = f": {exc.filename}" if exc.filename else ""
+            return _error(f"{exc.strerror or exc}{where}")
+        except Exception as exc:  # a bug in one tool must not end the turn or the app
+            return _error(f"{tool.spec.name} failed: {type(exc).__name__}: {exc}")

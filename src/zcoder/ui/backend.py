@@ -1,0 +1,74 @@
+"""What the controller needs from the rest of zcoder, as a protocol.
+
+``ui/`` never imports ``agent/``: ``app.py`` implements this over the agent, the session
+store, the model client and the relay service. Failures the user should read arrive as
+``ZcoderError`` whose message is one finished line (what failed and what to do).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import attrs
+
+from zcoder.conversation import TranscriptEvent
+
+__all__ = ["Backend", "SessionRow"]
+
+
+@attrs.frozen
+class SessionRow:
+    """One saved session, as ``/sessions`` lists it."""
+
+    id: str
+    title: str
+    model: str
+    updated_at: float
+    messages: int
+    problem: str = ""
+    current: bool = False
+
+
+class Backend(Protocol):
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def session_title(self) -> str: ...
+
+    async def run_turn(self, text: str) -> str:
+        """Run one user turn; return its outcome status (``answered``, ``cancelled``...)."""
+        ...
+
+    def cancel_turn(self) -> bool: ...
+
+    async def check_model(self) -> str:
+        """Is the server up and the model installed? ``""`` when so, else the problem."""
+        ...
+
+    async def warmup(self) -> str:
+        """Load the model; ``""`` on success, else the problem (one line)."""
+        ...
+
+    async def list_models(self) -> list[str]: ...
+
+    def set_model(self, name: str) -> None: ...
+
+    def new_session(self) -> None: ...
+
+    def list_sessions(self) -> list[SessionRow]: ...
+
+    def switch_session(self, session_id: str) -> list[TranscriptEvent]:
+        """Switch to that session and return its transcript (to show again)."""
+        ...
+
+    async def list_agents(self) -> list[str]:
+        """The other live instances, one display line each (relay)."""
+        ...
+
+    def relay_control(self, action: str) -> str:
+        """``""`` (show state), ``pause`` or ``resume``; returns the line to show."""
+        ...

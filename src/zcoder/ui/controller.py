@@ -1,0 +1,180 @@
+"""The controller: UI events in, turns, cancels, commands and the exit out.
+
+A Trio task beside the app. It owns the prompt queue and the one turn worker: Enter while
+a turn runs queues the text (shown as queued); Escape cancels the turn and hands queued
+prompts back to the input, so nothing starts that the user just tried to stop. It is also
+the agent's ``TurnSink``: live events update the transcript view and the status bar.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import trio
+
+from zcoder.commands import parse
+from zcoder.live import LiveEvent, StateChange
+from zcoder.ui.backend import Backend
+from zcoder.ui.events import CancelTurn, ExitRequest, Submit, UiEvent
+from zcoder.ui.slash import SlashCommands
+from zcoder.ui.terminal import Terminal
+
+__all__ = ["Controller"]
+
+_log = logging.getLogger(__name__)
+_CHECK_SECONDS = 5.0
+
+
+class Controller:
+    def __init__(self, terminal: Terminal, backend: Backend, *, warmup: bool = True) -> None:
+        self.terminal = terminal
+        self.backend = backend
+        self.view = terminal.view
+        self.status = terminal.status
+        self.queue: list[str] = terminal.view.queued
+        self._warmup_enabled = warmup
+        self._warm_scope: trio.CancelScope | None = None
+        self._wake = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self.turn_active = False
+        self.exit_reason = ""
+        self.slash = SlashCommands(self)
+        send, self.receive = trio.open_memory_channel[UiEvent](math.inf)
+        self.send = send
+
+    # -- TurnSink -------------------------------------------------------------------------
+    def emit(self, event: LiveEvent) -> None:
+        self.view.apply(event)
+        if isinstance(event, StateChange):
+            self.status.set_state(event.state, event.detail)
+        self.terminal.invalidate()
+
+    # -- events ---------------------------------------------------------------------------
+    def post(self, event: UiEvent) -> None:
+        """Queue a UI event (call on the Trio side: via ``trio_token.run_sync_soon``)."""
+        self.send.send_nowait(event)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> str:
+        """Handle events until an exit is asked for; returns its reason."""
+        self.refresh_status()
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._worker)
+            nursery.start_soon(self.start_warmup, True)
+            task_status.started()
+            async for event in self.receive:
+                if isinstance(event, ExitRequest):
+                    self.exit_reason = event.reason
+                    break
+                if isinstance(event, CancelTurn):
+                    self.cancel_turn()
+                elif isinstance(event, Submit):
+                    self.submit(event.text)
+            nursery.cancel_scope.cancel()
+        return self.exit_reason
+
+    def request_exit(self, reason: str = "user") -> None:
+        self.send.send_nowait(ExitRequest(reason))
+
+    def submit(self, text: str) -> None:
+        parsed = parse(text)
+        if parsed is not None:
+            if parsed.command.needs_idle(parsed.args) and self.turn_active:
+                self.view.notice(
+                    f"/{parsed.command.name} cannot run during a turn: wait for it to finish, "
+                    "or press Esc to stop it."
+                )
+                return
+            assert self._nursery is not None
+            self._nursery.start_soon(self.slash.run, parsed)
+            return
+        self.queue.append(text)
+        self._queue_changed()
+        self._wake.set()
+
+    def cancel_turn(self) -> None:
+        if not self.backend.cancel_turn():
+            return
+        if self.queue:
+            buffer = self.terminal.buffer
+            draft = "\n".join([*self.queue, buffer.text]).rstrip("\n")
+            self.queue.clear()
+            self._queue_changed()
+            buffer.text = draft
+            buffer.cursor_position = len(draft)
+            self.view.notice("Queued prompts were put back into the input.")
+
+    def _queue_changed(self) -> None:
+        self.status.queued_prompts = len(self.queue) if self.turn_active else 0
+        self.terminal.invalidate()
+
+    # -- turns ----------------------------------------------------------------------------
+    async def _worker(self) -> None:
+        while True:
+            while not self.queue:
+                self._wake = trio.Event()
+                await self._wake.wait()
+            text = self.queue.pop(0)
+            await self._run_turn(text)
+
+    async def _run_turn(self, text: str) -> None:
+        self.stop_warmup()
+        self.turn_active = self.terminal.turn_running = True
+        self._queue_changed()
+        self.status.set_state("thinking")
+        self.terminal.invalidate()
+        try:
+            outcome = await self.backend.run_turn(text)
+            _log.debug("turn ended: %s", outcome)
+        finally:
+            self.turn_active = self.terminal.turn_running = False
+            self.view.end_turn()
+            if self.status.busy:
+                self.status.set_state("ready")
+            self._queue_changed()
+            self.refresh_status()
+
+    def refresh_status(self) -> None:
+        self.status.model = self.backend.model
+        self.status.title = self.backend.session_title
+        self.terminal.invalidate()
+
+    # -- warm-up --------------------------------------------------------------------------
+    async def start_warmup(self, check: bool = False) -> None:
+        """Check the server (at start) and warm the model up unless disabled; a turn that
+        starts meanwhile cancels this."""
+        self.stop_warmup()
+        with trio.CancelScope() as scope:
+            self._warm_scope = scope
+            if check:
+                with trio.move_on_after(_CHECK_SECONDS):
+                    problem = await self.backend.check_model()
+                    if problem:
+                        self.view.notice(problem, "error")
+                        self.status.set_state("offline", problem)
+                        self.terminal.invalidate()
+                        return
+            if not self._warmup_enabled:
+                return
+            self.status.warmup = "warming up"
+            self.terminal.invalidate()
+            problem = await self.backend.warmup()
+            self.status.warmup = "warm-up failed" if problem else "warm"
+            if problem:
+                self.view.notice(f"warm-up failed: {problem}", "error")
+            self.terminal.invalidate()
+        if self._warm_scope is scope:
+            self._warm_scope = None
+
+    def stop_warmup(self) -> None:
+        if self._warm_scope is not None:
+            self._warm_scope.cancel()
+            self._warm_scope = None
+            if self.status.warmup == "warming up":
+                self.status.warmup = ""
+
+    def warm_again(self) -> None:
+        """After a model or session change (idle only): warm the new model up."""
+        if self._nursery is not None and not self.turn_active:
+            self._nursery.start_soon(self.start_warmup, False)

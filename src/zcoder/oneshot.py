@@ -1,0 +1,98 @@
+"""One-shot mode (``zcoder -p TEXT``): one user turn in a plain ``trio.run``, no relay ever.
+
+The answer streams to stdout; tool activity, thinking, notices and errors go to stderr;
+approvals are asked on ``/dev/tty`` (denied when there is none). Exit status: 0 when the
+model answered or finished with ``complete``; 1 for a model or transport error, a session
+that cannot be opened, and for a turn that ended ``blocked``, at its step limit or stopped
+by loop detection (the task was not done); 130 on Ctrl-C (SIGINT) and 143 on SIGTERM, after
+the history is made consistent and saved.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+import trio
+
+from zcoder.agent.agent import Agent, TurnOutcome, TurnRequest
+from zcoder.agent.ollama import OllamaClient
+from zcoder.config import Config
+from zcoder.errors import SessionError
+from zcoder.oneshot_io import StreamSink, TtyApprover, visible
+from zcoder.session import Session, SessionStore
+from zcoder.tools.registry import Toolbox, core_tools
+
+__all__ = ["exit_status", "run_oneshot"]
+
+_SIGNAL_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+def exit_status(outcome: TurnOutcome) -> int:
+    return 0 if outcome.status in ("answered", "complete") else 1
+
+
+def run_oneshot(config: Config) -> int:
+    """Run the turn of ``config.prompt``; return the process exit status."""
+    try:
+        return trio.run(_main, config)
+    except KeyboardInterrupt:  # Ctrl-C before the turn could take it over
+        return 130
+
+
+def _open_session(config: Config, store: SessionStore) -> Session | None:
+    try:
+        return store.open(config.resume) if config.resume else store.create(config.model)
+    except SessionError as exc:
+        sys.stderr.write(f"zcoder: {visible(str(exc))}\n")
+        return None
+
+
+async def _main(config: Config) -> int:
+    store = SessionStore(config.home, config.workspace, config.profile)
+    session = _open_session(config, store)
+    if session is None:
+        return 1
+    try:
+        return await _run(config, store, session)
+    finally:
+        store.release(session)
+        sys.stderr.write(f"session: {session.id} (resume with: zcoder --resume {session.id})\n")
+
+
+async def _run(config: Config, store: SessionStore, session: Session) -> int:
+    assert config.prompt is not None
+    sink = StreamSink(sys.stdout, sys.stderr)
+    caught: list[int] = []
+    async with OllamaClient(config.host) as client:
+        agent = Agent(
+            config=config,
+            client=client,
+            toolbox=Toolbox(core_tools()),
+            approver=TtyApprover(sys.stderr),
+            store=store,
+            session=session,
+            sink=sink,
+        )
+        if agent.model != config.model:  # the model asked for now wins over the saved one
+            agent.set_model(config.model)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(_stop_on_signals, agent, caught)
+            outcome = await agent.run_turn(TurnRequest("user", config.prompt))
+            nursery.cancel_scope.cancel()
+    sink.close()
+    return _SIGNAL_STATUS[signal.Signals(caught[0])] if caught else exit_status(outcome)
+
+
+async def _stop_on_signals(
+    agent: Agent,
+    caught: list[int],
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Ctrl-C or SIGTERM cancels the turn like Escape does; the turn then saves and ends."""
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()
+        async for signum in signals:
+            caught.append(signum)
+            agent.cancel_turn()

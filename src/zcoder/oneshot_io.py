@@ -1,0 +1,159 @@
+"""The one-shot mode's terminal side: the answer on stdout, activity on stderr, and
+approvals read from ``/dev/tty`` (so they work while stdout and stdin are redirected).
+
+Model and relay text reaches the terminal only through ``visible``, so escape sequences or
+bidi overrides in it cannot forge a prompt or repaint the screen.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import TextIO
+
+import trio
+
+from zcoder.approval import Answer, ApprovalRequest
+from zcoder.live import Entry, LiveEvent, TextDelta, ThinkingDelta, ToolUpdate
+
+__all__ = ["StreamSink", "TtyApprover", "approval_prompt", "visible"]
+
+_DIM, _RESET = "\x1b[2m", "\x1b[0m"
+_MARKS = {"completed": "ok", "failed": "failed", "denied": "denied", "interrupted": "interrupted"}
+
+
+def visible(text: str, keep: str = "") -> str:
+    """Render control and format characters as escapes (``\\x1b``, ``\\u202e``); the
+    characters in ``keep`` (say newline and tab) pass through."""
+    out = []
+    for ch in text:
+        if ch not in keep and unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+class StreamSink:
+    """Streams the answer to ``out`` and everything else, one line each, to ``err``."""
+
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        self._out = out
+        self._err = err
+        self._tty_out = out.isatty()
+        self._tty_err = err.isatty()
+        self._streamed = ""  # answer text written since the last assistant entry
+        self._thinking = False
+
+    def emit(self, event: LiveEvent) -> None:
+        if isinstance(event, TextDelta):
+            self._end_thinking()
+            self._write_out(event.text)
+            self._streamed += event.text
+        elif isinstance(event, ThinkingDelta):
+            self._thinking = True
+            text = visible(event.text, keep="\n\t")
+            self._write_err(f"{_DIM}{text}{_RESET}" if self._tty_err else text)
+        elif isinstance(event, ToolUpdate):
+            self._tool(event)
+        elif isinstance(event, Entry):
+            self._entry(event)
+
+    def close(self) -> None:
+        """End the output cleanly (a final newline after a streamed answer)."""
+        self._end_thinking()
+        self._end_answer()
+
+    def _write_out(self, text: str) -> None:
+        self._out.write(visible(text, keep="\n\t") if self._tty_out else text)
+        self._out.flush()
+
+    def _write_err(self, text: str) -> None:
+        self._err.write(text)
+        self._err.flush()
+
+    def _end_thinking(self) -> None:
+        if self._thinking:
+            self._thinking = False
+            self._write_err("\n")
+
+    def _end_answer(self) -> None:
+        if self._streamed and not self._streamed.endswith("\n"):
+            self._write_out("\n")
+        self._streamed = ""
+
+    def _tool(self, update: ToolUpdate) -> None:
+        if update.state == "pending":
+            return
+        self._end_thinking()
+        self._end_answer()
+        if update.state == "running":
+            line = f"-> {update.name} {visible(update.target)}"
+        else:
+            summary = f": {visible(update.summary)}" if update.summary else ""
+            line = f"   {update.name} {_MARKS[update.state]}{summary}"
+        self._write_err(line + "\n")
+
+    def _entry(self, entry: Entry) -> None:
+        event = entry.event
+        if event.role == "assistant":
+            self._end_thinking()
+            if not self._streamed:  # finish(response) arrives whole, never streamed
+                self._write_out(event.text + "\n")
+            self._end_answer()
+        elif event.role in ("error", "system"):
+            self._end_thinking()
+            self._end_answer()
+            prefix = "zcoder: " if event.role == "error" else "zcoder: note: "
+            self._write_err(prefix + visible(event.text) + "\n")
+
+
+def approval_prompt(request: ApprovalRequest) -> str:
+    """The question as shown on the terminal, control characters made visible."""
+    who = "A relayed task asks to" if request.origin == "relay" else "The model wants to"
+    if request.kind == "send":
+        head = f"{who} send a message to zcoder instance {visible(request.target)}:"
+    else:
+        head = f"{who} run a command in {visible(request.cwd)}:"
+    body = "\n".join(f"    {visible(line)}" for line in request.text.split("\n"))
+    options = {"y": "y = yes, once", "a": "a = yes to all commands of this conversation"}
+    choices = [options[c] for c in request.choices if c in options] + ["n = no"]
+    return f"\n{head}\n{body}\n[{', '.join(choices)}] "
+
+
+class TtyApprover:
+    """Asks on the controlling terminal; without one every question is answered ``n``."""
+
+    def __init__(self, err: TextIO, tty_path: str = "/dev/tty") -> None:
+        self._err = err
+        self._tty_path = tty_path
+
+    async def ask(self, request: ApprovalRequest) -> Answer:
+        # A blocked read cannot be interrupted; on cancel the thread is abandoned and the
+        # turn goes on to its cleanup at once.
+        return await trio.to_thread.run_sync(self._ask, request, abandon_on_cancel=True)
+
+    def _ask(self, request: ApprovalRequest) -> Answer:
+        try:
+            tty = open(self._tty_path, "r+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        except OSError:
+            what = "command" if request.kind == "command" else "message"
+            self._err.write(
+                f"zcoder: no terminal to ask on: denied the {what} "
+                "(use --yes to allow commands without asking)\n"
+            )
+            self._err.flush()
+            return "n"
+        with tty:
+            tty.write(approval_prompt(request))
+            tty.flush()
+            while True:
+                line = tty.readline()
+                if not line:
+                    return "n"
+                answer = line.strip().lower()
+                for choice in request.choices:
+                    if answer == choice:
+                        return choice
+                tty.write(f"Please answer {'/'.join(request.choices)}: ")
+                tty.flush()

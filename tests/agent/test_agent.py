@@ -1,0 +1,203 @@
+"""The agent with its real collaborators: the Ollama client against the fake server, the
+real tools (files, processes) and the real session store."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from tests.agent.doubles import FakeApprover, RecordingSink, make_config
+from tests.fakes.ollama_server import FakeOllama
+from zcoder.agent.agent import Agent, TurnOutcome, TurnRequest
+from zcoder.agent.loop import STOP_MARKER
+from zcoder.agent.ollama import OllamaClient
+from zcoder.approval import Answer
+from zcoder.conversation import Message
+from zcoder.live import LiveEvent, TextDelta, ToolUpdate
+from zcoder.session import Session, SessionStore
+from zcoder.tools.registry import Toolbox, core_tools
+
+MODEL = "qwen3-coder:latest"
+
+
+def _tool(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"chunks": [{"tool_calls": [{"name": name, "arguments": arguments}]}]}
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.py").write_text("x = 1\n")
+    return ws
+
+
+class Stack:
+    def __init__(self, fake: FakeOllama, workspace: Path, *answers: Answer) -> None:
+        self.config = make_config(workspace, model=MODEL, host=fake.url)
+        self.client = OllamaClient(fake.url, stall_seconds=5)
+        self.store = SessionStore(self.config.home, workspace, "coding")
+        self.session: Session = self.store.create(MODEL)
+        self.sink = RecordingSink()
+        self.approver = FakeApprover(*answers)
+        self.agent = Agent(
+            config=self.config,
+            client=self.client,
+            toolbox=Toolbox(core_tools()),
+            approver=self.approver,
+            store=self.store,
+            session=self.session,
+            sink=self.sink,
+        )
+
+    def reopen(self) -> Session:
+        self.store.release(self.session)
+        return self.store.open(self.session.id)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOllama]:
+    with FakeOllama({"models": [MODEL]}) as server:
+        yield server
+
+
+async def test_real_tools_edit_and_command(fake: FakeOllama, workspace: Path) -> None:
+    fake.set_script(
+        {
+            "models": [MODEL],
+            "responses": [
+                _tool("read_file", path="a.py"),
+                _tool("replace_text", path="a.py", old_text="x = 1", new_text="x = 2"),
+                _tool("run_command", command="cat a.py"),
+                {"chunks": [{"content": "Done: "}, {"content": "x = 2."}]},
+            ],
+        }
+    )
+    stack = Stack(fake, workspace, "y")
+    outcome = await stack.agent.run_turn(TurnRequest("user", "set x to 2"))
+    assert outcome == TurnOutcome("answered", text="Done: x = 2.")
+    assert (workspace / "a.py").read_text() == "x = 2\n"
+    tool_texts = [m.content for m in stack.session.history if m.role == "tool"]
+    assert "x = 1" in tool_texts[0]
+    assert tool_texts[2].startswith("Exit code: 0") and "x = 2" in tool_texts[2]
+    # the server saw exactly one system message, then the growing history
+    bodies = fake.requests
+    assert [len(b["messages"]) for b in bodies] == [2, 4, 6, 8]
+    assert bodies[3]["messages"][-1]["role"] == "tool"
+    assert bodies[0]["messages"][0]["role"] == "system"
+    diffs = [u.diff for u in stack.sink.of(ToolUpdate) if u.name == "replace_text" and u.diff]
+    assert diffs and "+x = 2" in diffs[0]
+    saved = stack.reopen()
+    assert saved.history == stack.session.history
+    assert saved.events == stack.session.events
+    assert saved.user_requests == ["set x to 2"]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_cancel_mid_command_kills_the_process_group(
+    fake: FakeOllama, workspace: Path
+) -> None:
+    fake.set_script(
+        {"models": [MODEL], "responses": [_tool("run_command", command="echo $$ > pg; sleep 30")]}
+    )
+    stack = Stack(fake, workspace, "y")
+
+    async def cancel_when_started() -> None:
+        await stack.sink.watch(_running).wait()
+        for _ in range(500):
+            if (workspace / "pg").exists() and (workspace / "pg").read_text().strip():
+                break
+            await trio.sleep(0.01)
+        assert stack.agent.cancel_turn()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(cancel_when_started)
+        outcome = await stack.agent.run_turn(TurnRequest("user", "sleep"))
+    assert outcome.status == "cancelled"
+    pgid = int((workspace / "pg").read_text())
+    for _ in range(200):
+        if not _pid_alive(pgid):
+            break
+        await trio.sleep(0.01)
+    assert not _pid_alive(pgid)
+    assert [m.content for m in stack.session.history[-2:]] == [
+        "interrupted because the user cancelled",
+        STOP_MARKER,
+    ]
+    assert stack.reopen().history == stack.session.history
+
+
+def _running(event: LiveEvent) -> bool:
+    return isinstance(event, ToolUpdate) and event.state == "running"
+
+
+async def test_cancel_mid_stream_closes_the_http_stream(fake: FakeOllama, workspace: Path) -> None:
+    fake.set_script(
+        {"models": [MODEL], "responses": [{"chunks": [{"content": "par"}], "stall_after": 1}]}
+    )
+    stack = Stack(fake, workspace)
+
+    async def cancel_on_text() -> None:
+        await stack.sink.watch(lambda e: isinstance(e, TextDelta)).wait()
+        stack.agent.cancel_turn()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(cancel_on_text)
+        outcome = await stack.agent.run_turn(TurnRequest("user", "q"))
+    assert outcome.status == "cancelled"
+    assert await trio.to_thread.run_sync(fake.wait_for_outcomes, 1) == ["client_disconnected"]
+    assert stack.session.history == [
+        Message(role="user", content="q"),
+        Message(role="assistant", content=STOP_MARKER),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("response", "needle"),
+    [
+        ({"status": 500, "error": "boom"}, "Ollama error (HTTP 500): boom"),
+        ({"chunks": [{"content": "half"}], "error_line_after": 1, "error": "oom"}, "oom"),
+        ({"chunks": [{"content": "half"}], "malformed_after": 1}, "invalid reply"),
+        ({"chunks": [{"content": "half"}], "no_done": True}, "ended early"),
+    ],
+)
+async def test_server_failures_leave_history_usable(
+    fake: FakeOllama, workspace: Path, response: dict[str, Any], needle: str
+) -> None:
+    fake.set_script({"models": [MODEL], "responses": [response, {"chunks": [{"content": "ok"}]}]})
+    stack = Stack(fake, workspace)
+    outcome = await stack.agent.run_turn(TurnRequest("user", "q"))
+    assert outcome.status == "error" and needle in outcome.error
+    assert stack.session.history == [Message(role="user", content="q")]
+    # the next turn works on the same, consistent history
+    outcome = await stack.agent.run_turn(TurnRequest("user", "again"))
+    assert outcome == TurnOutcome("answered", text="ok")
+    assert [m["content"] for m in fake.requests[-1]["messages"][1:]] == ["q", "again"]
+
+
+async def test_missing_model(fake: FakeOllama, workspace: Path) -> None:
+    stack = Stack(fake, workspace)
+    stack.agent.set_model("nosuch:latest")
+    outcome = await stack.agent.run_turn(TurnRequest("user", "q"))
+    assert outcome.error == "model 'nosuch:latest' not found: run `ollama pull nosuch:latest`"
+    assert stack.reopen().model == "nosuch:latest"
+
+
+async def test_warmup_is_disposable(fake: FakeOllama, workspace: Path) -> None:
+    stack = Stack(fake, workspace)
+    await stack.agent.warmup()
+    assert fake.requests[0]["messages"] == []
+    assert fake.requests[0]["model"] == MODEL
+    assert stack.session.history == [] and stack.session.events == []

@@ -1,0 +1,187 @@
+"""End to end: ``zcoder -p`` as a real subprocess against the fake Ollama server."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from zcoder.session import SessionStore
+
+from tests.fakes.ollama_server import FakeOllama
+from zcoder.agent.loop import STOP_MARKER
+
+MODEL = "qwen3-coder:latest"
+
+
+def _tool(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"chunks": [{"tool_calls": [{"name": name, "arguments": arguments}]}]}
+
+
+def _say(*pieces: str, delay: float = 0.0) -> dict[str, Any]:
+    return {"chunks": [{"content": p} for p in pieces], "delay": delay}
+
+
+def _zcoder(args: Sequence[str], workspace: Path) -> list[str]:
+    return [sys.executable, "-m", "zcoder", "-w", str(workspace), "--no-warmup", *args]
+
+
+def _run(
+    args: Sequence[str], workspace: Path, *, new_session: bool = False
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        _zcoder(args, workspace),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        start_new_session=new_session,  # no controlling terminal: approvals are denied
+        env={**os.environ, "ZCODER_MODEL": MODEL},
+    )
+
+
+def _session_id(stderr: str) -> str:
+    match = re.search(r"^session: (\S+) \(resume with: zcoder --resume \1\)$", stderr, re.M)
+    assert match, stderr
+    return match.group(1)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.py").write_text("x = 1\nprint('x is', x)\n")
+    return ws
+
+
+def test_multi_step_turn_then_resume(workspace: Path) -> None:
+    script = {
+        "models": [MODEL],
+        "responses": [
+            _tool("read_file", path="a.py"),
+            _tool("replace_text", path="a.py", old_text="x = 1", new_text="x = 2"),
+            _tool("run_command", command=f"{sys.executable} a.py"),
+            _tool("finish", status="complete", response="x is now 2."),
+        ],
+    }
+    with FakeOllama(script) as fake:
+        done = _run(["--host", fake.url, "--yes", "-p", "set x to 2"], workspace)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "x is now 2.\n"
+        assert (workspace / "a.py").read_text() == "x = 2\nprint('x is', x)\n"
+        assert "-> run_command" in done.stderr
+        first_requests = list(fake.requests)
+        assert len(first_requests) == 4
+        last_tool = first_requests[3]["messages"][-1]
+        assert last_tool["role"] == "tool" and "x is 2" in last_tool["content"]
+        sid = _session_id(done.stderr)
+
+        fake.set_script({"models": [MODEL], "responses": [_say("Still ", "here.")]})
+        again = _run(["--host", fake.url, "--resume", sid, "-p", "and now?"], workspace)
+        assert again.returncode == 0, again.stderr
+        assert again.stdout == "Still here.\n"
+        assert _session_id(again.stderr) == sid
+        messages = fake.requests[-1]["messages"]
+        assert [m["role"] for m in messages[:2]] == ["system", "user"]
+        assert messages[1]["content"] == "set x to 2"
+        assert (messages[-1]["role"], messages[-1]["content"]) == ("user", "and now?")
+        assert len(messages) == 1 + 9 + 1  # system, first turn, new prompt
+
+
+def test_streamed_answer_and_thinking(workspace: Path) -> None:
+    script = {
+        "responses": [
+            {"chunks": [{"thinking": "pondering"}, {"content": "Hi "}, {"content": "there"}]}
+        ]
+    }
+    with FakeOllama(script) as fake:
+        done = _run(["--host", fake.url, "-p", "hello"], workspace)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Hi there\n"
+    assert "pondering" in done.stderr
+
+
+def test_without_a_terminal_commands_are_denied(workspace: Path) -> None:
+    script = {
+        "models": [MODEL],
+        "responses": [_tool("run_command", command="touch made"), _say("ok")],
+    }
+    with FakeOllama(script) as fake:
+        done = _run(["--host", fake.url, "-p", "make a file"], workspace, new_session=True)
+        assert done.returncode == 0, done.stderr
+        assert not (workspace / "made").exists()
+        assert "no terminal to ask on" in done.stderr
+        tool_result = fake.requests[1]["messages"][-1]
+        assert tool_result["content"] == "user denied command: touch made"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_server_down_is_one_line_and_exit_1(workspace: Path) -> None:
+    url = f"http://127.0.0.1:{_free_port()}"
+    done = _run(["--host", url, "-p", "hi"], workspace)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert lines[0] == (
+        f"zcoder: Ollama is not reachable at {url}: is `ollama serve` running? (or use --host)"
+    )
+    assert lines[1].startswith("session: ") and len(lines) == 2
+
+
+def test_missing_model_says_pull(workspace: Path) -> None:
+    with FakeOllama({"models": ["other:latest"]}) as fake:
+        done = _run(["--host", fake.url, "-p", "hi"], workspace)
+    assert done.returncode == 1
+    assert f"zcoder: model '{MODEL}' not found: run `ollama pull {MODEL}`" in done.stderr
+
+
+def test_unknown_resume_id_changes_nothing(workspace: Path, isolated_env: Path) -> None:
+    with FakeOllama({}) as fake:
+        done = _run(["--host", fake.url, "--resume", "nope", "-p", "hi"], workspace)
+        assert fake.requests == []
+    assert done.returncode == 1
+    assert done.stdout == "" and len(done.stderr.splitlines()) == 1
+    assert "nope" in done.stderr
+
+
+def test_ctrl_c_during_a_slow_stream_exits_130(workspace: Path) -> None:
+    slow = _say(*(["word "] * 50), delay=0.2)
+    with FakeOllama({"models": [MODEL], "responses": [slow]}) as fake:
+        child = subprocess.Popen(
+            _zcoder(["--host", fake.url, "-p", "talk"], workspace),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, "ZCODER_MODEL": MODEL},
+        )
+        try:
+            assert child.stdout is not None
+            assert child.stdout.read(5) == "word "  # streaming has begun
+            child.send_signal(signal.SIGINT)
+            _out, err = child.communicate(timeout=20)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    assert child.returncode == 130, err
+    sid = _session_id(err)
+    store = SessionStore(Path(os.environ["ZCODER_HOME"]), workspace, "coding")
+    session = store.open(sid)
+    try:
+        assert [m.content for m in session.history] == ["talk", STOP_MARKER]
+    finally:
+        store.release(session)

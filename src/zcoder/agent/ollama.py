@@ -14,9 +14,10 @@ The only module of zcoder that imports httpx. Its exceptions stop here: callers 
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any
@@ -38,6 +39,7 @@ from zcoder.agent.ollama_wire import (
 from zcoder.errors import (
     IncompleteStream,
     MalformedStream,
+    ModelError,
     ModelHTTPError,
     ServerUnavailable,
     StreamStalled,
@@ -55,6 +57,8 @@ _RETRYABLE = (
 )
 _RETRY_PAUSE = 0.25
 _CLOSE_SECONDS = 2.0
+_DRAIN_SECONDS = 1.0
+_MAX_BUFFERED_PIECES = 64
 _MAX_BODY = 1024 * 1024
 _MAX_ERROR_BODY = 64 * 1024
 
@@ -72,6 +76,8 @@ class _ChunkStream:
         self._splitter = LineSplitter()
         self._lines: deque[bytes] = deque()
         self._finished = False
+        self._done = False
+        self._exhausted = False
 
     def __aiter__(self) -> _ChunkStream:
         return self
@@ -84,7 +90,7 @@ class _ChunkStream:
         except BaseException:
             self._finished = True
             raise
-        self._finished = chunk.done
+        self._finished = self._done = chunk.done
         return chunk
 
     async def _next_chunk(self) -> ChatChunk:
@@ -107,30 +113,44 @@ class _ChunkStream:
             with trio.fail_after(self._stall_seconds):
                 return await anext(self._bytes)
         except StopAsyncIteration:
+            self._exhausted = True
             return None
         except trio.TooSlowError:
+            self._exhausted = True
             raise StreamStalled(
                 f"the model server sent nothing for {self._stall_seconds:g}s; gave up on the reply"
             ) from None
         except httpx.HTTPError as exc:
+            self._exhausted = True
             raise IncompleteStream(f"the connection broke mid-reply: {_describe(exc)}") from None
+        except BaseException:
+            self._exhausted = True
+            raise
 
-    async def aclose(self) -> None:
+    async def close(self, response: httpx.Response) -> None:
+        """Close the response; called shielded and bounded."""
         self._finished = True
-        # httpx's body iterator is an async generator: close it here, not at GC time.
-        if isinstance(self._bytes, AsyncGenerator):
-            await self._bytes.aclose()
+        if self._done and not self._exhausted:
+            # The body ends right after the done line: reading that end lets httpx keep the
+            # connection for the next turn.
+            with trio.move_on_after(_DRAIN_SECONDS), contextlib.suppress(ModelError):
+                while await self.read_raw() is not None:
+                    pass
+        await response.aclose()
+        if not self._exhausted:
+            # httpx reads through a chain of async generators; resuming them on the closed
+            # connection (past what was buffered) ends them now, instead of trio finalizing
+            # them at GC time with a ResourceWarning.
+            with contextlib.suppress(Exception):
+                for _ in range(_MAX_BUFFERED_PIECES):
+                    await anext(self._bytes)
 
 
-async def _close_response(response: httpx.Response, chunks: _ChunkStream | None = None) -> None:
+async def _close_response(response: httpx.Response, reader: _ChunkStream) -> None:
     # Shielded so that a cancelled turn still drops the connection; bounded so a stuck
     # close cannot hang the caller.
     with trio.move_on_after(_CLOSE_SECONDS, shield=True):
-        try:
-            if chunks is not None:
-                await chunks.aclose()
-        finally:
-            await response.aclose()
+        await reader.close(response)
 
 
 class OllamaClient:
@@ -203,10 +223,7 @@ class OllamaClient:
 
     async def _json(self, method: str, path: str, body: Any = None, *, model: str = "") -> Any:
         response = await self._open(method, path, body, model=model)
-        try:
-            raw = await self._read_all(response, _MAX_BODY)
-        finally:
-            await _close_response(response)
+        raw = await self._read_all(response, _MAX_BODY)
         try:
             return json.loads(raw)
         except ValueError:
@@ -217,10 +234,7 @@ class OllamaClient:
         response = await self._send_with_retry(request)
         if response.status_code < 400:
             return response
-        try:
-            raw = await self._read_all(response, _MAX_ERROR_BODY)
-        finally:
-            await _close_response(response)
+        raw = await self._read_all(response, _MAX_ERROR_BODY)
         raise ModelHTTPError(response.status_code, self._http_error(response, raw, model))
 
     async def _send_with_retry(self, request: httpx.Request) -> httpx.Response:
@@ -254,12 +268,16 @@ class OllamaClient:
         )
 
     async def _read_all(self, response: httpx.Response, limit: int) -> bytes:
+        """Up to ``limit`` bytes of a (small) body, then the response is closed."""
         parts: list[bytes] = []
         size = 0
-        chunks = _ChunkStream(response, self._stall_seconds)
-        while size < limit and (data := await chunks.read_raw()) is not None:
-            parts.append(data)
-            size += len(data)
+        reader = _ChunkStream(response, self._stall_seconds)
+        try:
+            while size < limit and (data := await reader.read_raw()) is not None:
+                parts.append(data)
+                size += len(data)
+        finally:
+            await _close_response(response, reader)
         return b"".join(parts)[:limit]
 
     def _http_error(self, response: httpx.Response, raw: bytes, model: str) -> str:

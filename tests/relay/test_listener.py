@@ -6,6 +6,8 @@ import contextlib
 import os
 import socket
 import stat
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -351,3 +353,71 @@ async def test_open_unix_listener(short_tmp: Path) -> None:
 async def test_limits_respected_in_ack(short_tmp: Path) -> None:
     listener = make_listener(limits=Limits(max_bytes=1024, max_message_chars=10))
     assert await exchange(listener, frame(enqueue_obj(body="é" * 11))) == ack_frame(MID, "invalid")
+
+
+# -- two OS processes ----------------------------------------------------------------------
+
+LISTENER_SCRIPT = """
+import sys, trio
+from pathlib import Path
+from zcoder.relay.envelope import Limits
+from zcoder.relay.listener import Listener, open_unix_listener
+
+class PrintingSpool:
+    paused = False
+    def __init__(self):
+        self.ids = []
+    def enqueue(self, envelope, *, verified):
+        if envelope.message_id in self.ids:
+            return "duplicate", None
+        self.ids.append(envelope.message_id)
+        print("stored", envelope.message_id, verified, repr(envelope.body), flush=True)
+        return "accepted", len(self.ids)
+
+async def main(path, instance_id):
+    listener = Listener(instance_id=instance_id, spool=PrintingSpool(),
+                        sender_check=lambda env: True, state=lambda: "busy",
+                        limits=Limits(), io_timeout=2.0)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(listener.serve, [await open_unix_listener(Path(path))])
+        print("ready", flush=True)
+
+trio.run(main, sys.argv[1], sys.argv[2])
+"""
+
+
+async def read_line(stream: trio.abc.ReceiveStream, buffer: bytearray) -> bytes:
+    while b"\n" not in buffer:
+        chunk = await stream.receive_some()
+        assert chunk, f"the listener process exited; output so far {bytes(buffer)!r}"
+        buffer += chunk
+    line, _, rest = bytes(buffer).partition(b"\n")
+    buffer[:] = rest
+    return line
+
+
+async def test_ping_and_enqueue_between_two_processes(short_tmp: Path) -> None:
+    path = short_tmp / "a.sock"
+    proc = await trio.lowlevel.open_process(
+        [sys.executable, "-c", LISTENER_SCRIPT, str(path), ME], stdout=subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    buffer = bytearray()
+    try:
+        with trio.fail_after(30):
+            assert await read_line(proc.stdout, buffer) == b"ready"
+            pong = await client.ping(path, target_instance_id=ME, sender_instance_id="7-abcd")
+            assert (pong.status, pong.state) == ("pong", "busy")
+            me = f"{os.getpid()}-test"
+            body = 'tabs\tquotes " backslash \\ glob *?[] emoji 😀\nline two'
+            env = enqueue_env(sender_pid=os.getpid(), sender_instance_id=me, body=body)
+            first = await client.send(path, env, io_timeout=5)
+            assert (first.status, first.queue_position) == ("accepted", 1)
+            assert (await client.send(path, env, io_timeout=5)).status == "duplicate"
+            line = await read_line(proc.stdout, buffer)
+            assert line.decode() == f"stored {MID} True {body!r}"
+    finally:
+        proc.kill()
+        with trio.CancelScope(shield=True), trio.move_on_after(10):
+            await proc.wait()
+    assert proc.returncode is not None

@@ -25,11 +25,11 @@ from tests.agent.doubles import (
     tools,
 )
 from zcoder.agent.agent import Agent, RelaySender, TurnOutcome, TurnRequest
-from zcoder.agent.loop import STOP_MARKER
+from zcoder.agent.loop import STOP_MARKER, text_tool_call
 from zcoder.agent.loop_guard import EMPTY_REPLY_NUDGE, MAX_STEPS, REPEAT_WARNING
 from zcoder.agent.model import ChatChunk
 from zcoder.approval import Answer
-from zcoder.conversation import Message
+from zcoder.conversation import Message, ToolCall
 from zcoder.errors import (
     IncompleteStream,
     MalformedStream,
@@ -548,3 +548,43 @@ async def test_only_one_turn_at_a_time(tmp_path: Path) -> None:
         assert second == TurnOutcome("error", error="a turn is already running")
         rig.agent.cancel_turn()
     assert rig.session.user_requests == ["first"]
+
+
+@pytest.mark.parametrize(
+    "printed",
+    [
+        '{"name": "read_file", "arguments": {"path": "a.py"}}',
+        '```json\n{"name": "read_file", "arguments": {"path": "a.py"}}\n```',
+        '<tool_call>\n{"name": "read_file", "parameters": {"path": "a.py"}}\n</tool_call>',
+        '{"name": "read_file", "arguments": "{\\"path\\": \\"a.py\\"}"}',
+    ],
+)
+def test_a_tool_call_printed_as_text_is_recognised(printed: str) -> None:
+    assert text_tool_call(printed, ["read_file"]) == ToolCall("read_file", {"path": "a.py"})
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '{"name": "unknown_tool", "arguments": {}}',
+        'Use {"name": "read_file", "arguments": {"path": "a.py"}} to read it.',
+        '{"name": "read_file", "arguments": {"path": "a.py"}, "extra": 1}',
+        '{"name": "read_file", "arguments": [1]}',
+        "{not json}",
+        "plain text",
+    ],
+)
+def test_ordinary_answers_are_not_tool_calls(answer: str) -> None:
+    assert text_tool_call(answer, ["read_file"]) is None
+
+
+async def test_printed_tool_call_runs_as_a_call(tmp_path: Path) -> None:
+    printed = '{"name": "read_file", "arguments": {"path": "a.py"}}'
+    rig = make_rig(tmp_path, [text(printed), text("It says hi.")])
+    outcome = await rig.agent.run_turn(user("read a.py"))
+    assert outcome == TurnOutcome("answered", text="It says hi.")
+    assert rig.toolbox.calls == [("read_file", {"path": "a.py"})]
+    assert rig.session.history[1] == Message(
+        role="assistant", content="", tool_calls=(ToolCall("read_file", {"path": "a.py"}),)
+    )
+    assert_history_valid(rig.session.history)

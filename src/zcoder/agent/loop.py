@@ -9,6 +9,10 @@ next request, by ``interrupt`` if the turn is cancelled.
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Collection
+
 import attrs
 
 from zcoder.agent.loop_guard import EMPTY_REPLY_NUDGE, REPEAT_WARNING, TurnGuard
@@ -20,9 +24,39 @@ from zcoder.conversation import Message, ToolCall
 from zcoder.errors import ModelError, ModelHTTPError
 from zcoder.live import StateChange, TextDelta, ThinkingDelta
 
-__all__ = ["STOP_MARKER", "Turn"]
+__all__ = ["STOP_MARKER", "Turn", "text_tool_call"]
 
 STOP_MARKER = "[Response generation stopped by user.]"
+
+
+_FENCE = re.compile(r"^(?:```(?:json)?|<tool_call>)\s*(.*?)\s*(?:```|</tool_call>)$", re.S)
+
+
+def text_tool_call(content: str, names: Collection[str]) -> ToolCall | None:
+    """A tool call that a small model printed as text instead of calling it: a whole reply
+    that is ``{"name": KNOWN_TOOL, "arguments": {...}}`` (bare, in a json fence, or in
+    ``<tool_call>`` tags). Anything else is an ordinary answer."""
+    text = content.strip()
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced.group(1)
+    if not text.startswith("{"):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or set(data) - {"name", "arguments", "parameters"}:
+        return None
+    name, args = data.get("name"), data.get("arguments", data.get("parameters", {}))
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError:
+            return None
+    if name not in names or not isinstance(args, dict):
+        return None
+    return ToolCall(str(name), args)
 
 
 @attrs.define
@@ -79,6 +113,11 @@ class Turn:
 
     async def _handle(self, reply: _Reply) -> TurnOutcome | None:
         history = self._p.session.history
+        if not reply.calls and reply.content:
+            names = [s["function"]["name"] for s in self.rounds.tool_specs()]
+            printed = text_tool_call(reply.content, names)
+            if printed is not None:
+                reply.calls, reply.content = [printed], ""
         if not reply.calls and not reply.content.strip():
             if self._guard.take_nudge():
                 history.append(Message(role="user", content=EMPTY_REPLY_NUDGE))

@@ -1,0 +1,347 @@
+"""The relay service of one interactive instance: start, serve, fail soft, shut down.
+
+Start-up, in the spec's order: settings (``ZCODER_RELAY``, ``Config.relay_problem``) and
+socket support; the shared relay directory (validated or created 0700); the private spool
+(0700); the instance names; the listener, bound and accepting; then the manifest, published
+atomically; only then is the relay ``available`` (and ``started()`` is called).
+
+Shut-down, in the spec's order: the instance is marked unavailable and its manifest removed;
+the listener is stopped; the exact socket path is unlinked; the spool is removed. Cleanup is
+idempotent, checks names, types and owners before unlinking, and never removes the shared
+directory.
+
+Nothing here takes the app down. When the relay cannot start, or fails later (the listener
+crashes, a manifest refresh cannot be written), ``status()`` says unavailable with one
+reason, the manifest is gone, and ``run`` keeps sleeping until it is cancelled.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import socket
+import stat
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import attrs
+import trio
+
+from zcoder.config import RelaySettings
+from zcoder.errors import RelayError, RelayUnavailable
+from zcoder.relay import registry
+from zcoder.relay.envelope import Limits
+from zcoder.relay.listener import Listener, open_unix_listener
+from zcoder.relay.paths import Reservation, ensure_relay_dir, reserve_instance, select_relay_dir
+from zcoder.relay.registry import Manifest, Peer, publish_manifest, remove_manifest
+from zcoder.relay.spool import Spool
+
+__all__ = ["RelayService", "RelayStatus"]
+
+_log = logging.getLogger(__name__)
+_REFRESHABLE = frozenset({"model", "session_id", "profile", "state"})
+_CLOSE_GRACE = 1.0
+
+
+@attrs.frozen
+class RelayStatus:
+    """What the status bar and ``/agents`` show. ``reason`` is empty while available."""
+
+    available: bool
+    reason: str
+    instance_id: str
+    paused: bool
+    queued: int
+
+
+class RelayService:
+    """Owns the listener, the manifest, the socket and the spool of this instance."""
+
+    def __init__(
+        self,
+        *,
+        settings: RelaySettings,
+        settings_problem: str,
+        runtime_dir: Path,
+        env: Mapping[str, str],
+        project: str,
+        workspace: Path,
+        profile: str,
+        model: str,
+        session_id: str,
+    ) -> None:
+        self._settings = settings
+        self._settings_problem = settings_problem
+        self._runtime_dir = runtime_dir
+        self._env = dict(env)
+        self._fields = {"model": model, "session_id": session_id, "profile": profile}
+        self._identity = (project, str(workspace))
+        self._activity = "ready"  # ready or busy; the manifest says paused while paused
+        self._want_paused = settings.mode == "paused"
+        self._available = False
+        self._reason = "the relay has not started"
+        self._relay_dir: Path | None = None
+        self._reservation: Reservation | None = None
+        self._spool: Spool | None = None
+        self._published = False
+        self._started_at = 0
+        self._limits = Limits(
+            max_bytes=settings.max_bytes, max_message_chars=settings.max_message_chars
+        )
+        self._stop = trio.Event()
+        self._callbacks: list[Callable[[], None]] = []
+
+    # -- queries --------------------------------------------------------------------------
+
+    def status(self) -> RelayStatus:
+        spool = self._spool
+        return RelayStatus(
+            available=self._available,
+            reason="" if self._available else self._reason,
+            instance_id=self._reservation.instance_id if self._reservation else "",
+            paused=spool.paused if spool is not None else self._want_paused,
+            queued=spool.depth() if spool is not None else 0,
+        )
+
+    @property
+    def spool(self) -> Spool | None:
+        """The spool while it exists (the worker claims from it), else ``None``."""
+        return self._spool
+
+    async def discover(self) -> list[Peer]:
+        """The live peers, excluding this instance. Works whenever the relay directory was
+        found safe, even if the listener later failed; ``RelayUnavailable`` otherwise."""
+        if self._relay_dir is None:
+            raise RelayUnavailable(self._reason)
+        return await registry.discover(
+            self._relay_dir,
+            exclude_instance_id=self._reservation.instance_id if self._reservation else None,
+            io_timeout=self._settings.io_timeout,
+            max_bytes=self._settings.max_bytes,
+        )
+
+    def on_change(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (same thread) when availability, pause state or depth change."""
+        self._callbacks.append(callback)
+
+    # -- control --------------------------------------------------------------------------
+
+    def refresh(self, **fields: str) -> None:
+        """Update ``model``, ``session_id``, ``profile`` or ``state`` (ready/busy) and
+        republish the manifest; a failure to republish makes the relay unavailable."""
+        unknown = set(fields) - _REFRESHABLE
+        if unknown:
+            raise ValueError(f"cannot refresh manifest fields {sorted(unknown)}")
+        if "state" in fields:
+            state = fields.pop("state")
+            if state not in ("ready", "busy"):
+                raise ValueError(f"state must be ready or busy, not {state!r}")
+            self._activity = state
+        self._fields.update(fields)
+        self._republish()
+
+    def pause(self) -> None:
+        self._set_paused(True)
+
+    def resume(self) -> None:
+        self._set_paused(False)
+
+    # -- the service ----------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Start, call ``started()`` once available or known unavailable, serve until
+        cancelled. Never raises but ``trio.Cancelled``."""
+        started = [False]
+
+        def signal_started() -> None:
+            started[0] = True
+            task_status.started()
+
+        reason = self._startup_problem()
+        if not reason:
+            reason = await self._serve(signal_started)
+        self._go_unavailable(reason)
+        if not started[0]:
+            task_status.started()
+        await trio.sleep_forever()
+
+    def _startup_problem(self) -> str:
+        if self._settings_problem:
+            return self._settings_problem
+        if self._settings.mode == "off":
+            return "the relay is off (ZCODER_RELAY=off)"
+        if not hasattr(socket, "AF_UNIX"):
+            return "this system has no Unix-domain socket support"
+        return ""
+
+    async def _serve(self, signal_started: Callable[[], None]) -> str:
+        """Run the relay; return the reason it ended (Cancelled propagates)."""
+        try:
+            self._prepare()
+            assert self._reservation is not None and self._spool is not None
+            trio_listener = await open_unix_listener(self._reservation.socket_path)
+            try:
+                await self._serve_listener(trio_listener, signal_started)
+            finally:
+                with trio.move_on_after(_CLOSE_GRACE, shield=True):
+                    await trio_listener.aclose()
+        except (RelayError, OSError) as exc:
+            return _reason(exc)
+        except Exception as exc:  # a crash inside the listener: the relay goes, the app stays
+            _log.exception("relay service failed")
+            return f"the relay failed: {_reason(exc)}"
+        finally:
+            self._cleanup()
+        return self._reason
+
+    def _prepare(self) -> None:
+        relay_dir = ensure_relay_dir(select_relay_dir(self._settings, self._env))
+        self._relay_dir = relay_dir
+        root = self._runtime_dir / "relay"
+        spool = Spool(root, max_queue=self._settings.max_queue, limits=self._limits)
+        self._spool = spool
+        spool.create()
+        spool.set_paused(self._want_paused)
+        spool.on_change(self._changed)
+        self._reservation = reserve_instance(relay_dir)
+
+    async def _serve_listener(
+        self, trio_listener: trio.SocketListener, signal_started: Callable[[], None]
+    ) -> None:
+        assert self._reservation is not None and self._spool is not None
+        relay_dir = self._reservation.manifest_path.parent
+        listener = Listener(
+            instance_id=self._reservation.instance_id,
+            spool=self._spool,
+            sender_check=functools.partial(registry.sender_is_registered, relay_dir),
+            state=self._state,
+            limits=self._limits,
+            io_timeout=self._settings.io_timeout,
+        )
+        # Shielded, so that on shut-down the manifest goes before the listener stops.
+        listener_scope = trio.CancelScope(shield=True)
+
+        async def serve(*, task_status: trio.TaskStatus[object]) -> None:
+            with listener_scope:
+                await listener.serve([trio_listener], task_status=task_status)
+
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve)
+            try:
+                self._publish()
+                self._available, self._reason = True, ""
+                self._changed()
+                signal_started()
+                await self._stop.wait()
+            finally:
+                self._withdraw()
+                listener_scope.cancel()
+
+    # -- manifest -------------------------------------------------------------------------
+
+    def _state(self) -> str:
+        paused = self._spool.paused if self._spool is not None else self._want_paused
+        return "paused" if paused else self._activity
+
+    def _manifest(self) -> Manifest:
+        assert self._reservation is not None
+        project, workspace = self._identity
+        return Manifest(
+            protocol=1,
+            instance_id=self._reservation.instance_id,
+            pid=os.getpid(),
+            project=project,
+            workspace=workspace,
+            session_id=self._fields["session_id"],
+            profile=self._fields["profile"],
+            model=self._fields["model"],
+            socket=os.fspath(self._reservation.socket_path),
+            state=self._state(),
+            started_at=self._started_at,
+        )
+
+    def _publish(self) -> None:
+        assert self._reservation is not None
+        self._started_at = int(time.time())
+        publish_manifest(self._reservation.manifest_path, self._manifest())
+        self._published = True
+
+    def _republish(self) -> None:
+        if not (self._available and self._published and self._reservation is not None):
+            return
+        try:
+            publish_manifest(self._reservation.manifest_path, self._manifest())
+        except RelayError as exc:
+            self._fail(str(exc))
+
+    def _set_paused(self, paused: bool) -> None:
+        self._want_paused = paused
+        if self._spool is not None:
+            self._spool.set_paused(paused)
+        self._republish()
+        self._changed()
+
+    def _fail(self, reason: str) -> None:
+        _log.warning("relay failed: %s", reason)
+        self._reason = reason
+        self._stop.set()
+
+    # -- shut-down ------------------------------------------------------------------------
+
+    def _withdraw(self) -> None:
+        """Step 1: unavailable, manifest removed. Never raises."""
+        was_available, self._available = self._available, False
+        self._published = False
+        if self._reservation is not None:
+            try:
+                remove_manifest(self._reservation.manifest_path)
+            except RelayError as exc:
+                _log.warning("relay cleanup: %s", exc)
+        if was_available:
+            self._changed()
+
+    def _cleanup(self) -> None:
+        """Steps 1, 3 and 4 (the listener is stopped by then); idempotent, never raises."""
+        self._withdraw()
+        if self._reservation is not None:
+            _unlink_socket(self._reservation)
+        if self._spool is not None:
+            self._spool.remove()
+            self._spool = None
+            self._changed()
+
+    def _go_unavailable(self, reason: str) -> None:
+        self._available = False
+        self._reason = reason
+        self._changed()
+
+    def _changed(self) -> None:
+        for callback in self._callbacks:
+            callback()
+
+
+def _unlink_socket(reservation: Reservation) -> None:
+    """Unlink exactly our socket: our name, a socket, our uid. Idempotent."""
+    path = reservation.socket_path
+    if path.name != f"a-{reservation.instance_id}.sock":
+        _log.warning("relay cleanup: %s is not our socket name", path)
+        return
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISSOCK(st.st_mode) and st.st_uid == os.geteuid():
+        path.unlink(missing_ok=True)
+    else:
+        _log.warning("relay cleanup: %s is not our socket; left in place", path)
+
+
+def _reason(exc: BaseException) -> str:
+    """One line for a failure; the first leaf of an exception group."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}{f': {exc.filename}' if exc.filename else ''}"
+    return str(exc) or type(exc).__name__

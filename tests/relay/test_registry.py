@@ -1,0 +1,416 @@
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+
+from tests.relay.helpers import make_enqueue, make_manifest, register_sender, serve_fake_peer
+from zcoder.errors import RelayError
+from zcoder.relay.listing import NO_PEERS, peer_record, peer_table, visible
+from zcoder.relay.paths import ensure_relay_dir
+from zcoder.relay.registry import (
+    MAX_MANIFEST_BYTES,
+    MAX_MANIFESTS,
+    Peer,
+    discover,
+    load_manifest,
+    publish_manifest,
+    remove_manifest,
+    sender_is_registered,
+)
+
+OTHER_UID = 4242
+
+
+@pytest.fixture
+def relay_dir(short_tmp: Path) -> Path:
+    return ensure_relay_dir(short_tmp / "agents")
+
+
+async def find(relay_dir: Path, exclude: str | None = None, io_timeout: float = 2.0) -> list[str]:
+    peers = await discover(relay_dir, exclude_instance_id=exclude, io_timeout=io_timeout)
+    return [p.manifest.instance_id for p in peers]
+
+
+# -- publish, refresh, remove -------------------------------------------------------------
+
+
+def test_publish_is_private_atomic_and_exact(relay_dir: Path) -> None:
+    m = make_manifest(relay_dir, "42302-18473291", project="weekly-digest")
+    path = relay_dir / "a-42302-18473291.json"
+    publish_manifest(path, m)
+    assert stat.S_IMODE(os.lstat(path).st_mode) == 0o600
+    obj = json.loads(path.read_bytes())
+    assert list(obj) == [
+        "protocol",
+        "instance_id",
+        "pid",
+        "project",
+        "workspace",
+        "session_id",
+        "profile",
+        "model",
+        "socket",
+        "state",
+        "started_at",
+    ]
+    assert obj["protocol"] == 1 and obj["pid"] == 42302
+    assert obj["socket"] == f"{relay_dir}/a-42302-18473291.sock"
+    assert load_manifest(relay_dir, "42302-18473291") == m
+    with open(path, "rb") as old:  # the old file stays whole: a rename replaced it
+        before = old.read()
+        publish_manifest(path, attrs.evolve(m, model="other", session_id="s2"))
+        old.seek(0)
+        assert old.read() == before
+    assert load_manifest(relay_dir, "42302-18473291").model == "other"
+    assert sorted(os.listdir(relay_dir)) == ["a-42302-18473291.json"]
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"state": "sleeping"}, "field state"),
+        ({"socket": "/elsewhere/a-42302-18473291.sock"}, "not this instance's socket"),
+        ({"pid": 7}, "pid differs"),
+        ({"workspace": "relative"}, "field workspace"),
+        ({"project": "x" * 257}, "field project"),
+        ({"model": "bad\0"}, "field model"),
+    ],
+)
+def test_publish_refuses_an_invalid_manifest(
+    relay_dir: Path, change: dict[str, Any], needle: str
+) -> None:
+    path = relay_dir / "a-42302-18473291.json"
+    good = make_manifest(relay_dir, "42302-18473291")
+    publish_manifest(path, good)
+    with pytest.raises(RelayError, match=needle):
+        publish_manifest(path, attrs.evolve(good, **change))
+    assert load_manifest(relay_dir, "42302-18473291") == good
+    assert sorted(os.listdir(relay_dir)) == ["a-42302-18473291.json"]
+
+
+def test_publish_refuses_a_path_for_another_id(relay_dir: Path) -> None:
+    with pytest.raises(RelayError, match="does not match its instance id"):
+        publish_manifest(relay_dir / "a-1-abcd.json", make_manifest(relay_dir, "2-abcd"))
+
+
+def test_remove_manifest_checks_name_type_and_owner(relay_dir: Path) -> None:
+    path = relay_dir / "a-1-abcd.json"
+    publish_manifest(path, make_manifest(relay_dir, "1-abcd"))
+    remove_manifest(path)
+    assert not path.exists()
+    remove_manifest(path)  # idempotent
+    with pytest.raises(RelayError, match="not a manifest name"):
+        remove_manifest(relay_dir / "notes.json")
+    with pytest.raises(RelayError, match="not a manifest name"):
+        remove_manifest(relay_dir / "a-..json")
+    target = relay_dir / "keep.txt"
+    target.write_text("x")
+    (relay_dir / "a-2-abcd.json").symlink_to(target)
+    with pytest.raises(RelayError, match="not our own regular file"):
+        remove_manifest(relay_dir / "a-2-abcd.json")
+    assert os.path.islink(relay_dir / "a-2-abcd.json") and target.read_text() == "x"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+def test_remove_manifest_leaves_another_owners_file(relay_dir: Path) -> None:
+    path = relay_dir / "a-1-abcd.json"
+    publish_manifest(path, make_manifest(relay_dir, "1-abcd"))
+    os.chown(path, OTHER_UID, OTHER_UID)
+    with pytest.raises(RelayError, match="not our own regular file"):
+        remove_manifest(path)
+    assert path.exists()
+
+
+# -- discovery ------------------------------------------------------------------------------
+
+
+async def test_discovers_live_peers_and_excludes_self(relay_dir: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        a = await serve_fake_peer(nursery, relay_dir, "100-aaaa", project="alpha")
+        b = await serve_fake_peer(nursery, relay_dir, "200-bbbb", project="beta", state="busy")
+        peers = await discover(relay_dir, exclude_instance_id=None, io_timeout=2)
+        assert peers == [Peer(a, "ready"), Peer(b, "busy")]
+        assert await find(relay_dir, exclude="100-aaaa") == ["200-bbbb"]
+        nursery.cancel_scope.cancel()
+
+
+async def test_state_comes_from_the_ping_not_the_manifest(relay_dir: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        m = await serve_fake_peer(nursery, relay_dir, "100-aaaa", state="paused")
+        assert m.state == "ready"
+        [peer] = await discover(relay_dir, exclude_instance_id=None, io_timeout=2)
+        assert peer.state == "paused" and peer.manifest.state == "ready"
+        nursery.cancel_scope.cancel()
+
+
+async def test_equal_basenames_stay_distinguishable(relay_dir: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        await serve_fake_peer(nursery, relay_dir, "300-aaaa", project="api", workspace="/b/api")
+        await serve_fake_peer(nursery, relay_dir, "200-bbbb", project="api", workspace="/a/api")
+        peers = await discover(relay_dir, exclude_instance_id=None, io_timeout=2)
+        assert [(p.manifest.pid, p.manifest.workspace) for p in peers] == [
+            (200, "/a/api"),
+            (300, "/b/api"),
+        ]
+        table = peer_table(peers).splitlines()
+        assert table[1].endswith("/a/api") and table[2].endswith("/b/api")
+        nursery.cancel_scope.cancel()
+
+
+async def test_sorted_by_project_case_insensitively_then_pid(relay_dir: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        for iid, project in [
+            ("500-aaaa", "beta"),
+            ("400-aaaa", "Alpha"),
+            ("30-aaaa", "alpha"),
+            ("9-aaaa", "Beta"),
+            ("700-aaaa", "_zeta"),
+        ]:
+            await serve_fake_peer(nursery, relay_dir, iid, project=project)
+        assert await find(relay_dir) == ["700-aaaa", "30-aaaa", "400-aaaa", "9-aaaa", "500-aaaa"]
+        nursery.cancel_scope.cancel()
+
+
+async def test_missing_dir_has_no_peers(short_tmp: Path) -> None:
+    assert await find(short_tmp / "absent") == []
+
+
+async def test_stale_entries_are_skipped(relay_dir: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        await serve_fake_peer(nursery, relay_dir, "100-live")
+        # manifest whose socket does not exist
+        publish_manifest(relay_dir / "a-101-gone.json", make_manifest(relay_dir, "101-gone"))
+        # manifest whose socket path is a regular file
+        publish_manifest(relay_dir / "a-102-file.json", make_manifest(relay_dir, "102-file"))
+        (relay_dir / "a-102-file.sock").write_text("")
+        # a socket file left behind by a dead listener: bound, nobody listening
+        dead = socket.socket(socket.AF_UNIX)
+        dead.bind(os.fspath(relay_dir / "a-103-dead.sock"))
+        dead.close()
+        publish_manifest(relay_dir / "a-103-dead.json", make_manifest(relay_dir, "103-dead"))
+        assert await find(relay_dir) == ["100-live"]
+        nursery.cancel_scope.cancel()
+
+
+async def test_pid_reuse_another_listener_on_the_socket(relay_dir: Path) -> None:
+    # The manifest names a live pid (ours) but its socket is served by another instance.
+    me = f"{os.getpid()}-old1"
+    async with trio.open_nursery() as nursery:
+        await serve_fake_peer(nursery, relay_dir, me, answer_as=f"{os.getpid()}-new2")
+        assert await find(relay_dir) == []
+        nursery.cancel_scope.cancel()
+
+
+async def test_pid_reuse_socket_that_never_answers(relay_dir: Path) -> None:
+    mute = socket.socket(socket.AF_UNIX)
+    mute.bind(os.fspath(relay_dir / f"a-{os.getpid()}-mute.sock"))
+    mute.listen(4)  # accepts connections in the backlog, never answers
+    try:
+        publish_manifest(
+            relay_dir / f"a-{os.getpid()}-mute.json",
+            make_manifest(relay_dir, f"{os.getpid()}-mute"),
+        )
+        assert await find(relay_dir, io_timeout=0.3) == []
+    finally:
+        mute.close()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"{not json",
+        b"[]",
+        b'{"protocol": 1}',
+        b"\xff\xfe",
+        b'{"protocol": NaN}',
+    ],
+)
+async def test_malformed_manifests_are_skipped(relay_dir: Path, content: bytes) -> None:
+    async with trio.open_nursery() as nursery:
+        await serve_fake_peer(nursery, relay_dir, "100-aaaa")
+        (relay_dir / "a-100-aaaa.json").write_bytes(content)
+        assert await find(relay_dir) == []
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda o: o.update(extra=1),
+        lambda o: o.pop("model"),
+        lambda o: o.update(pid="100"),
+        lambda o: o.update(pid=True),
+        lambda o: o.update(protocol=2),
+        lambda o: o.update(instance_id="100-bbbb"),
+        lambda o: o.update(socket="/tmp/a-100-aaaa.sock"),
+        lambda o: o.update(started_at=1.5),
+        lambda o: o.update(project="\ud800"),
+    ],
+)
+async def test_inconsistent_manifests_are_skipped(relay_dir: Path, mutate: object) -> None:
+    async with trio.open_nursery() as nursery:
+        m = await serve_fake_peer(nursery, relay_dir, "100-aaaa")
+        obj = attrs.asdict(m)
+        mutate(obj)  # type: ignore[operator]
+        (relay_dir / "a-100-aaaa.json").write_text(json.dumps(obj))
+        assert await find(relay_dir) == []
+        nursery.cancel_scope.cancel()
+
+
+async def test_duplicate_keys_are_malformed(relay_dir: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        m = await serve_fake_peer(nursery, relay_dir, "100-aaaa")
+        text = json.dumps(attrs.asdict(m))
+        (relay_dir / "a-100-aaaa.json").write_text(text[:-1] + ', "state": "busy"}')
+        assert await find(relay_dir) == []
+        nursery.cancel_scope.cancel()
+
+
+async def test_symlinked_manifest_is_skipped(relay_dir: Path, short_tmp: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        await serve_fake_peer(nursery, relay_dir, "100-aaaa")
+        os.rename(relay_dir / "a-100-aaaa.json", short_tmp / "elsewhere.json")
+        (relay_dir / "a-100-aaaa.json").symlink_to(short_tmp / "elsewhere.json")
+        assert await find(relay_dir) == []
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+async def test_other_owners_manifest_is_skipped(relay_dir: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        await serve_fake_peer(nursery, relay_dir, "100-aaaa")
+        await serve_fake_peer(nursery, relay_dir, "200-bbbb")
+        os.chown(relay_dir / "a-100-aaaa.json", OTHER_UID, OTHER_UID)
+        os.chown(relay_dir / "a-200-bbbb.sock", OTHER_UID, OTHER_UID)
+        assert await find(relay_dir) == []
+        nursery.cancel_scope.cancel()
+
+
+async def test_size_bound(relay_dir: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        m = await serve_fake_peer(nursery, relay_dir, "100-aaaa")
+        text = json.dumps(attrs.asdict(m))
+        path = relay_dir / "a-100-aaaa.json"
+        path.write_text(text + " " * (MAX_MANIFEST_BYTES - len(text)))
+        assert await find(relay_dir) == ["100-aaaa"]
+        path.write_text(text + " " * (MAX_MANIFEST_BYTES - len(text) + 1))
+        assert await find(relay_dir) == []
+        nursery.cancel_scope.cancel()
+
+
+async def test_file_count_bound_is_deterministic(relay_dir: Path) -> None:
+    assert MAX_MANIFESTS == 128
+    for i in range(MAX_MANIFESTS):  # junk that sorts before the live peer's name
+        (relay_dir / f"a-1-{i:04d}.json").write_text("{}")
+    async with trio.open_nursery() as nursery:
+        await serve_fake_peer(nursery, relay_dir, "9-live")
+        assert await find(relay_dir) == []  # the 129th name is never read
+        assert await find(relay_dir, exclude="1-0000") == ["9-live"]  # ours does not count
+        (relay_dir / "a-1-0127.json").unlink()
+        assert await find(relay_dir) == ["9-live"]
+        # names that are not a-*.json do not count either
+        for i in range(200):
+            (relay_dir / f"b-{i}.json").write_text("{}")
+        (relay_dir / "a-1-0127.txt").write_text("{}")
+        assert await find(relay_dir) == ["9-live"]
+        nursery.cancel_scope.cancel()
+
+
+# -- sender check ---------------------------------------------------------------------------
+
+
+def test_sender_check_accepts_a_registered_live_sender(relay_dir: Path) -> None:
+    me = register_sender(relay_dir)
+    assert sender_is_registered(relay_dir, make_enqueue("m-1", sender=me.instance_id))
+
+
+def test_sender_check_needs_a_manifest(relay_dir: Path) -> None:
+    sender = f"{os.getpid()}-nomanifest"
+    assert not sender_is_registered(relay_dir, make_enqueue("m-1", sender=sender))
+    (relay_dir / f"a-{sender}.json").write_text("")  # a reservation, not yet published
+    assert not sender_is_registered(relay_dir, make_enqueue("m-1", sender=sender))
+
+
+def test_sender_check_refuses_a_dead_process(relay_dir: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()  # reaped: its pid names no process now
+    sender = f"{child.pid}-dead"
+    publish_manifest(relay_dir / f"a-{sender}.json", make_manifest(relay_dir, sender))
+    assert not sender_is_registered(relay_dir, make_enqueue("m-1", sender=sender))
+
+
+def test_sender_check_refuses_a_mismatched_pid(relay_dir: Path) -> None:
+    me = register_sender(relay_dir)
+    forged = attrs.evolve(make_enqueue("m-1", sender=me.instance_id))
+    object.__setattr__(forged, "sender_pid", os.getpid() + 1)  # bypass the envelope check
+    assert not sender_is_registered(relay_dir, forged)
+
+
+def test_sender_check_refuses_symlinked_and_malformed_manifests(
+    relay_dir: Path, short_tmp: Path
+) -> None:
+    me = register_sender(relay_dir)
+    path = relay_dir / f"a-{me.instance_id}.json"
+    os.rename(path, short_tmp / "m.json")
+    path.symlink_to(short_tmp / "m.json")
+    assert not sender_is_registered(relay_dir, make_enqueue("m-1", sender=me.instance_id))
+    path.unlink()
+    path.write_text('{"protocol": 1}')
+    assert not sender_is_registered(relay_dir, make_enqueue("m-1", sender=me.instance_id))
+
+
+# -- rendering -----------------------------------------------------------------------------
+
+
+def test_table_matches_the_spec_layout(relay_dir: Path) -> None:
+    m = make_manifest(
+        relay_dir,
+        "42302-18473291",
+        project="weekly-digest",
+        workspace="/work/app/services/weekly-digest",
+    )
+    assert peer_table([Peer(m, "ready")]).splitlines() == [
+        "PROJECT          PID    STATE   INSTANCE ID       WORKSPACE",
+        "weekly-digest    42302  ready   42302-18473291    /work/app/services/weekly-digest",
+    ]
+    assert peer_table([]) == NO_PEERS == "No other local zcoder instances are available."
+
+
+def test_table_widens_for_long_values_and_shows_controls(relay_dir: Path) -> None:
+    m = make_manifest(relay_dir, "1-abcd", project="evil\x1b[2J\r\n\u202eproj-name-long")
+    lines = peer_table([Peer(m, "ready")]).splitlines()
+    assert len(lines) == 2
+    assert lines[1].startswith("evil\\x1b[2J\\r\\n\\u202eproj-name-long ")
+    assert lines[0].index("PID") == lines[1].index("1 ")
+    assert "\x1b" not in lines[1]
+
+
+def test_visible_escapes_only_what_could_mislead() -> None:
+    assert visible("plain ü 🎉 tab\there\x7f\x9b\u2028") == "plain ü 🎉 tab\\there\\x7f\\x9b\\u2028"
+
+
+def test_peer_record_fields(relay_dir: Path) -> None:
+    m = make_manifest(relay_dir, "1-abcd")
+    assert peer_record(Peer(m, "busy")) == {
+        "instance_id": "1-abcd",
+        "pid": 1,
+        "project": "proj",
+        "workspace": "/work/proj",
+        "session_id": "1788012120_10392",
+        "profile": "coding",
+        "model": "qwen3-coder",
+        "socket": f"{relay_dir}/a-1-abcd.sock",
+        "state": "busy",
+        "started_at": 1788012102,
+    }

@@ -400,3 +400,4 @@ async def test_sequential_turns_reuse_the_client() -> None:
         async with OllamaClient(fake.url) as client:
             texts = ["".join(c.content for c in await collect(client)) for _ in range(3)]
     assert texts == ["one", "two", "(script exhausted)"]
+    assert fake.connection_count == 1  # a complete reply leaves the connection reusable

@@ -8,6 +8,7 @@ can all use it::
         ...
         fake.requests                     # every POST /api/chat body received, in order
         fake.wait_for_outcomes(1)         # how each chat request ended (see below)
+        fake.connection_count             # TCP connections accepted so far
 
     python -m tests.fakes.ollama_server --script FILE.json [--port N]
         prints ``READY http://127.0.0.1:PORT`` once listening; runs until SIGTERM/SIGINT.
@@ -104,6 +105,7 @@ class FakeOllama:
         self.requests: list[dict[str, Any]] = []
         self.outcomes: list[str] = []
         self.loaded: list[str] = []
+        self.connection_count = 0
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()
@@ -211,6 +213,7 @@ class FakeOllama:
         with self._lock:
             if active:
                 self._connections.add(conn)
+                self.connection_count += 1
             else:
                 self._connections.discard(conn)
 

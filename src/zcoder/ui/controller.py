@@ -38,6 +38,7 @@ class Controller:
         self._wake = trio.Event()
         self._nursery: trio.Nursery | None = None
         self.turn_active = False
+        self._requeued = False
         self.exit_reason = ""
         self.slash = SlashCommands(self)
         send, self.receive = trio.open_memory_channel[UiEvent](math.inf)
@@ -78,6 +79,8 @@ class Controller:
         self.send.send_nowait(ExitRequest(reason))
 
     def submit(self, text: str) -> None:
+        if self.status.state in ("stopped", "error"):
+            self.status.set_state("ready")
         parsed = parse(text)
         if parsed is not None:
             if parsed.command.needs_idle(parsed.args) and self.turn_active:
@@ -103,7 +106,7 @@ class Controller:
             self._queue_changed()
             buffer.text = draft
             buffer.cursor_position = len(draft)
-            self.view.notice("Queued prompts were put back into the input.")
+            self._requeued = True
 
     def _queue_changed(self) -> None:
         self.status.queued_prompts = len(self.queue) if self.turn_active else 0
@@ -130,6 +133,9 @@ class Controller:
         finally:
             self.turn_active = self.terminal.turn_running = False
             self.view.end_turn()
+            if self._requeued:
+                self._requeued = False
+                self.view.notice("Your queued prompts are back in the input.")
             if self.status.busy:
                 self.status.set_state("ready")
             self._queue_changed()

@@ -148,13 +148,16 @@ def render_event(event: TranscriptEvent, *, width: int = 100) -> StyleAndTextTup
             body.append(("class:dim", "(stopped)\n"))
         return [("class:assistant.mark", "● "), *indent(body, "  ")[1:]]
     if event.role == "tool":
+        one = "\n" not in event.text.strip()
         update = ToolUpdate(
             call_key="",
             name=meta.get("name", "tool"),
             target=meta.get("target", ""),
             state=_tool_state(meta.get("state", "completed")),
+            summary=event.text if one else "",
+            diff=meta.get("diff", ""),
         )
-        return [*render_tool(update, width=width), *_tool_text(event.text)]
+        return [*render_tool(update, width=width), *([] if one else _tool_text(event.text))]
     if event.role == "relay":
         said = visible(event.text.rstrip("\n"), "class:relay.text")
         return [

@@ -7,6 +7,8 @@ import shlex
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from zcoder.approval import Answer
 from zcoder.config import CommandPolicy, Profile
@@ -117,6 +119,11 @@ BLOCKED = [
     ("sh <<< 'rm -rf /'", "blocked: rm on /: the root directory"),
     ("echo 'rm -rf /' | sh", "blocked: rm on /: the root directory"),
     ("echo a#b; rm -rf /", "blocked: rm on /: the root directory"),
+    ("rm -rf /{tmp/x,etc}", "blocked: rm on /etc: a system directory"),
+    ("mv /etc /tmp/etc.old", "blocked: mv on /etc: a system directory"),
+    ("rsync -a --delete empty/ /", "blocked: rsync --delete on /: the root directory"),
+    ("mke2fs -t ext4 /dev/sdb1", "blocked: mke2fs formats a filesystem"),
+    ("truncate -s 0 /dev/sda", "blocked: truncate onto device /dev/sda"),
 ]
 
 FORK_BOMBS = [
@@ -167,6 +174,9 @@ ALLOWED = [
     "xargs rm -rf < list.txt",
     "command -v rm",
     "echo done # rm -rf /",
+    "rm -rf /tmp/{a,b}",
+    "mv old.txt new.txt",
+    "rsync -a --delete src/ /srv/www/site/",
 ]
 
 
@@ -230,6 +240,24 @@ def test_deeply_nested_substitutions_are_refused_not_recursed_forever() -> None:
 def test_unterminated_quote_still_sees_the_words() -> None:
     assert guard("rm -rf / 'oops") == "blocked: rm on /: the root directory"
     assert guard("echo 'oops; rm -rf /") is None  # all one quoted word, as the shell reads it
+
+
+def test_pathological_nesting_is_blocked_not_a_crash() -> None:
+    assert guard("echo " + '"$(' * 3000) == "blocked: the command is nested too deeply to check"
+
+
+def test_brace_expansion_is_bounded() -> None:
+    assert guard("rm x" + " {a,b}{c,d}{e,f}{g,h}{i,j}{k,l}{m,n}" * 10) is None
+
+
+_PIECES = st.sampled_from([*"ab /$(){}`'\"\\;|&<>*~.-=\n#:", "rm -rf ", "sh -c ", "eval ", "<<E"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECES, max_size=40).map("".join))
+def test_guard_never_raises(command: str) -> None:
+    result = guard(command)
+    assert result is None or result.startswith("blocked: ")
 
 
 def test_lexer_splits_operators_and_keeps_quotes() -> None:

@@ -50,7 +50,10 @@ _VARIABLE = re.compile(r"\$\{([^}]*)\}|\$([A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-])|\
 _WILDCARD_ALL = re.compile(r"[.*?]*\*[.*?]*")
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash"})
 _DELETERS = frozenset({"rm", "chmod", "chown", "chgrp"})
-_DEVICE_WRITERS = frozenset({"tee", "cp", "shred", "mkswap"})
+_DEVICE_WRITERS = frozenset({"tee", "cp", "shred", "mkswap", "truncate"})
+_FORMATTERS = frozenset({"mke2fs", "mkdosfs", "mkntfs", "mkexfatfs", "mkreiserfs"})
+_BRACE = re.compile(r"\{([^{}]*,[^{}]*)\}")
+_MAX_BRACE_WORDS = 64
 _DESTRUCTIVE_EXEC = frozenset({"rm", "chmod", "chown", "chgrp", "shred", "unlink"})
 _REDIRECT_OUT = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 
@@ -106,6 +109,20 @@ def _is_device(path: str) -> bool:
     return not path.startswith(_SAFE_DEVICE_DIRS)
 
 
+def _braces(word: str) -> list[str]:
+    """Brace expansion (``/{etc,usr}``), bounded: a guard must not explode on ``{a,b}{c,d}...``."""
+    out: list[str] = []
+    todo = [word]
+    while todo and len(out) + len(todo) <= _MAX_BRACE_WORDS:
+        w = todo.pop()
+        m = _BRACE.search(w)
+        if m is None:
+            out.append(w)
+            continue
+        todo += [w[: m.start()] + part + w[m.end() :] for part in m.group(1).split(",")]
+    return out + todo
+
+
 def _operands(args: Sequence[str]) -> list[str]:
     """Arguments that are not options (everything after ``--`` is an operand)."""
     out: list[str] = []
@@ -153,7 +170,7 @@ class _Checker:
         return ("/" + norm.lstrip("/") if norm.startswith("//") else norm), blanked
 
     def deny_targets(self, tool: str, words: Sequence[str]) -> None:
-        for word in words:
+        for word in (w for given in words for w in _braces(given)):
             found = self.path(word)
             why = self.scope.protected(found[0]) if found else None
             if found and why:
@@ -161,7 +178,7 @@ class _Checker:
                 raise _Blocked(f"blocked: {tool} on {found[0]}: {why}{empty}")
 
     def deny_devices(self, what: str, words: Sequence[str]) -> None:
-        for word in words:
+        for word in (w for given in words for w in _braces(given)):
             found = self.path(word)
             if found and _is_device(found[0]):
                 raise _Blocked(f"blocked: {what} onto device {found[0]}")
@@ -223,7 +240,7 @@ class _Checker:
         self.cwd = found[0] if found and not found[1] else None
 
     def tool(self, name: str, args: Sequence[str]) -> None:
-        if name.startswith("mkfs"):
+        if name.startswith("mkfs") or name in _FORMATTERS:
             raise _Blocked(f"blocked: {name} formats a filesystem")
         if name == "blkdiscard":
             raise _Blocked("blocked: blkdiscard discards every block of a device")
@@ -238,6 +255,10 @@ class _Checker:
             self.deny_devices(name, _operands(args))
         elif name in _DELETERS:
             self.deny_targets(name, _operands(args))
+        elif name == "mv":
+            self.deny_targets(name, _operands(args)[:-1])
+        elif name == "rsync" and any(a.startswith("--delete") for a in args):
+            self.deny_targets("rsync --delete", _operands(args)[-1:])
         elif name == "find":
             self.find(args)
 
@@ -272,4 +293,6 @@ def guard_command(
         _Checker(scope, start, depth=0).line(command)
     except _Blocked as blocked:
         return str(blocked)
+    except RecursionError:
+        return "blocked: the command is nested too deeply to check"
     return None

@@ -330,12 +330,15 @@ class SessionStore:
                 raise SessionError(f"cannot lock session {sid}: {exc.strerror}") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
+            except BlockingIOError:
                 holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
                 os.close(fd)
                 raise SessionLocked(
                     f"session {sid} is open in another zcoder process (pid {holder})"
                 ) from None
+            except OSError as exc:
+                os.close(fd)
+                raise SessionError(f"cannot lock session {sid}: {exc.strerror}") from None
             try:
                 same = os.stat(path).st_ino == os.fstat(fd).st_ino
             except FileNotFoundError:

@@ -162,7 +162,7 @@ def _hunk(start: int | None, body: list[str], name: str, number: int) -> Hunk:
         if tag in " +":
             new.append(rest)
         last = tag
-    if old == new:
+    if old == new and flags["old"] == flags["new"]:
         raise ToolError(f"invalid patch: hunk {number} of {name} changes nothing")
     added = sum(1 for line in body if line.startswith("+"))
     removed = sum(1 for line in body if line.startswith("-"))

@@ -85,6 +85,8 @@ def writable_file(workspace: Path, raw: str) -> Path:
         mode = path.stat().st_mode
     except FileNotFoundError:
         return path
+    except NotADirectoryError:
+        raise WorkspaceError(f"a parent is not a directory: {raw}") from None
     except OSError as exc:
         raise WorkspaceError(f"cannot use {raw}: {exc.strerror}") from None
     if not stat.S_ISREG(mode):

@@ -1,0 +1,55 @@
+"""``zcoder agents [--json]``: list the live zcoder instances of this user on this machine.
+
+Read-only: it needs no instance of its own, no model and no runtime directory, and it never
+creates the relay directory (a missing one simply has no peers). It uses the same
+``discover`` as ``/list-agents`` and the ``list_agents`` tool, and the same table.
+Exit status 0, also when no instance is live; 1 when the relay directory or a relay
+setting is unusable (the reason goes to stderr).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Mapping
+
+import trio
+
+from zcoder.config import relay_settings_from_env
+from zcoder.errors import ConfigError, RelayError
+from zcoder.relay.listing import peer_record, peer_table
+from zcoder.relay.paths import ensure_relay_dir, select_relay_dir
+from zcoder.relay.registry import Peer, discover
+
+__all__ = ["run_agents"]
+
+
+def _find_peers(env: Mapping[str, str]) -> list[Peer]:
+    """The live peers; ``ConfigError`` or ``RelayError`` when the relay cannot be read."""
+    settings = relay_settings_from_env(env)
+    relay_dir = ensure_relay_dir(select_relay_dir(settings, env), create=False)
+    return trio.run(
+        functools.partial(
+            discover,
+            relay_dir,
+            exclude_instance_id=None,
+            io_timeout=settings.io_timeout,
+            max_bytes=settings.max_bytes,
+        )
+    )
+
+
+def run_agents(as_json: bool, env: Mapping[str, str]) -> int:
+    try:
+        peers = _find_peers(env)
+    except (ConfigError, RelayError) as exc:
+        sys.stderr.write(f"zcoder agents: {exc}\n")
+        return 1
+    if as_json:
+        # ASCII-only JSON: a peer's self-reported strings cannot reach the terminal raw.
+        text = json.dumps([peer_record(p) for p in peers], indent=2, ensure_ascii=True)
+    else:
+        text = peer_table(peers)
+    sys.stdout.write(text + "\n")
+    return 0

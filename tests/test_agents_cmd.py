@@ -1,0 +1,130 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.relay.helpers import PeerProcess
+from zcoder.agents_cmd import run_agents
+
+_REPO = Path(__file__).resolve().parents[1]
+
+
+def agents(relay_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full_env = dict(os.environ, ZCODER_RELAY_DIR=os.fspath(relay_dir), **env)
+    return subprocess.run(
+        [sys.executable, "-m", "zcoder", "agents", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=_REPO,
+        timeout=30,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [((), "No other local zcoder instances are available.\n"), (("--json",), "[]\n")],
+)
+def test_no_peers_and_absent_dir_is_not_created(
+    short_tmp: Path, args: tuple[str, ...], expected: str
+) -> None:
+    relay_dir = short_tmp / "agents"
+    out = agents(relay_dir, *args)
+    assert (out.returncode, out.stdout, out.stderr) == (0, expected, "")
+    assert not relay_dir.exists()
+
+
+def test_existing_empty_dir(short_tmp: Path) -> None:
+    relay_dir = short_tmp / "agents"
+    relay_dir.mkdir(mode=0o700)
+    out = agents(relay_dir)
+    assert out.returncode == 0
+    assert out.stdout == "No other local zcoder instances are available.\n"
+
+
+def test_one_peer_table_and_json(short_tmp: Path) -> None:
+    relay_dir = short_tmp / "agents"
+    workspace = short_tmp / "weekly-digest"
+    workspace.mkdir()
+    with PeerProcess(relay_dir, "weekly-digest", workspace) as peer:
+        out = agents(relay_dir)
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        assert lines[0] == "PROJECT          PID    STATE   INSTANCE ID       WORKSPACE"
+        assert lines[1].split() == [
+            "weekly-digest",
+            str(peer.pid),
+            "ready",
+            peer.instance_id,
+            os.fspath(workspace),
+        ]
+        assert len(lines) == 2
+        out = agents(relay_dir, "--json")
+        assert out.returncode == 0, out.stderr
+        [record] = json.loads(out.stdout)
+        assert list(record) == [
+            "instance_id",
+            "pid",
+            "project",
+            "workspace",
+            "session_id",
+            "profile",
+            "model",
+            "socket",
+            "state",
+            "started_at",
+        ]
+        assert record["instance_id"] == peer.instance_id
+        assert record["pid"] == peer.pid
+        assert record["project"] == "weekly-digest"
+        assert record["workspace"] == os.fspath(workspace)
+        assert (record["profile"], record["model"], record["state"]) == (
+            "coding",
+            "qwen3-coder",
+            "ready",
+        )
+        assert record["socket"] == os.fspath(peer.socket)
+        assert type(record["started_at"]) is int
+        assert peer.command("pause") == "OK"
+        out = agents(relay_dir, "--json")
+        assert json.loads(out.stdout)[0]["state"] == "paused"
+    out = agents(relay_dir)
+    assert out.stdout == "No other local zcoder instances are available.\n"
+
+
+def test_unsafe_dir_exits_1_with_the_reason(short_tmp: Path) -> None:
+    relay_dir = short_tmp / "agents"
+    relay_dir.mkdir()
+    os.chmod(relay_dir, 0o750)
+    out = agents(relay_dir)
+    assert out.returncode == 1
+    assert out.stdout == ""
+    assert out.stderr.startswith("zcoder agents: relay directory ")
+    assert "has mode 0750" in out.stderr
+
+
+def test_symlinked_dir_exits_1(short_tmp: Path) -> None:
+    (short_tmp / "real").mkdir(mode=0o700)
+    (short_tmp / "agents").symlink_to(short_tmp / "real")
+    out = agents(short_tmp / "agents", "--json")
+    assert out.returncode == 1 and "is a symbolic link" in out.stderr
+
+
+def test_invalid_relay_setting_exits_1(short_tmp: Path) -> None:
+    out = agents(short_tmp / "agents", ZCODER_RELAY_IO_TIMEOUT="soon")
+    assert out.returncode == 1
+    assert "ZCODER_RELAY_IO_TIMEOUT" in out.stderr
+
+
+def test_run_agents_in_process(short_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    env = {"ZCODER_RELAY_DIR": os.fspath(short_tmp / "agents")}
+    assert run_agents(as_json=True, env=env) == 0
+    assert capsys.readouterr().out == "[]\n"
+    assert run_agents(as_json=False, env={"ZCODER_RELAY_DIR": "relative"}) == 1
+    assert "ZCODER_RELAY_DIR" in capsys.readouterr().err

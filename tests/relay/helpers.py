@@ -12,6 +12,8 @@ each with one line:
 * ``claim`` -> ``TURN <sequence> <message_id> <verified> <body as JSON>`` after claiming and
   completing the oldest message, or ``EMPTY``;
 * ``depth`` -> ``DEPTH <n>``; ``pause`` / ``resume`` -> ``OK``;
+* ``send <target-id> <message-id> <body as JSON>`` -> ``ACK <status> <position or ->`` or
+  ``ERROR <reason>``; ``peers`` -> ``PEERS <instance ids, space-separated>``;
 * ``quit`` (or end of input) -> the service shuts down and the process exits 0.
 
 ``PeerProcess`` starts one from Python and talks to it.
@@ -29,9 +31,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import attrs
 import trio
 
 from zcoder.config import RelaySettings
+from zcoder.errors import RelayError
+from zcoder.relay import client
 from zcoder.relay.envelope import Enqueue, Limits
 from zcoder.relay.listener import Listener, open_unix_listener
 from zcoder.relay.paths import reserve_instance
@@ -231,10 +236,15 @@ async def _commands(service: RelayService, stream: trio.abc.ReceiveStream) -> No
         word = line.decode().strip()
         if word == "quit":
             return
-        _reply(_obey(service, word))
+        _reply(await _obey(service, word))
 
 
-def _obey(service: RelayService, word: str) -> str:
+async def _obey(service: RelayService, line: str) -> str:
+    word, _, rest = line.partition(" ")
+    if word == "send":
+        return await _send(service, *rest.split(" ", 2))
+    if word == "peers":
+        return "PEERS " + " ".join(p.manifest.instance_id for p in await service.discover())
     spool = service.spool
     if word == "claim":
         claimed = spool.claim() if spool is not None else None
@@ -252,7 +262,17 @@ def _obey(service: RelayService, word: str) -> str:
         else:
             service.resume()
         return "OK"
-    return f"UNKNOWN {word}"
+    return f"UNKNOWN {line}"
+
+
+async def _send(service: RelayService, target: str, message_id: str, body: str) -> str:
+    envelope = attrs.evolve(service.new_envelope(target, json.loads(body)), message_id=message_id)
+    assert service.relay_dir is not None
+    try:
+        ack = await client.send(service.relay_dir / f"a-{target}.sock", envelope, io_timeout=2.0)
+    except RelayError as exc:
+        return f"ERROR {exc}"
+    return f"ACK {ack.status} {ack.queue_position or '-'}"
 
 
 def _reply(line: str) -> None:

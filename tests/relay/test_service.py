@@ -309,3 +309,24 @@ async def test_discover_excludes_self(short_tmp: Path) -> None:
         peers = await svc.discover()
         assert [p.manifest for p in peers] == [other]
         nursery.cancel_scope.cancel()
+
+
+async def test_new_envelope_carries_this_instance(short_tmp: Path) -> None:
+    svc = make_service(short_tmp)
+    with pytest.raises(RelayUnavailable, match="has not started"):
+        svc.new_envelope("77-peer", "hi")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(svc.run)
+        iid = svc.status().instance_id
+        first = svc.new_envelope("77-peer", "hi")
+        second = svc.new_envelope("77-peer", "again")
+        assert (first.message_id, second.message_id) == (f"{iid}-1", f"{iid}-2")
+        assert first.sender_instance_id == iid and first.sender_pid == os.getpid()
+        assert (first.sender_project, first.sender_workspace) == (
+            "weekly-digest",
+            "/work/app/weekly-digest",
+        )
+        assert svc.relay_dir == short_tmp / "agents"
+        with pytest.raises(ValueError, match="body"):
+            svc.new_envelope("77-peer", "   ")
+        nursery.cancel_scope.cancel()

@@ -31,8 +31,8 @@ import trio
 
 from zcoder.config import RelaySettings
 from zcoder.errors import RelayError, RelayUnavailable
-from zcoder.relay import registry
-from zcoder.relay.envelope import Limits
+from zcoder.relay import client, registry
+from zcoder.relay.envelope import Enqueue, Limits
 from zcoder.relay.listener import Listener, open_unix_listener
 from zcoder.relay.paths import Reservation, ensure_relay_dir, reserve_instance, select_relay_dir
 from zcoder.relay.registry import Manifest, Peer, publish_manifest, remove_manifest
@@ -87,6 +87,7 @@ class RelayService:
         self._spool: Spool | None = None
         self._published = False
         self._started_at = 0
+        self._sent = 0
         self._limits = Limits(
             max_bytes=settings.max_bytes, max_message_chars=settings.max_message_chars
         )
@@ -103,6 +104,33 @@ class RelayService:
             instance_id=self._reservation.instance_id if self._reservation else "",
             paused=spool.paused if spool is not None else self._want_paused,
             queued=spool.depth() if spool is not None else 0,
+        )
+
+    @property
+    def relay_dir(self) -> Path | None:
+        """The canonical shared relay directory once found safe, else ``None``."""
+        return self._relay_dir
+
+    def new_envelope(self, target_instance_id: str, body: str) -> Enqueue:
+        """An ``enqueue`` from this instance with a fresh message id (``<id>-<counter>``);
+        ``RelayUnavailable`` while the relay is not available, ``ValueError`` for a field
+        the envelope refuses (empty body, bad target id)."""
+        if not self._available or self._reservation is None:
+            raise RelayUnavailable(self._reason)
+        self._sent += 1
+        project, workspace = self._identity
+        instance_id = self._reservation.instance_id
+        return Enqueue(
+            protocol=1,
+            type="enqueue",
+            message_id=client.new_message_id(instance_id, self._sent),
+            target_instance_id=target_instance_id,
+            sender_instance_id=instance_id,
+            sender_pid=os.getpid(),
+            sender_project=project,
+            sender_workspace=workspace,
+            body=body,
+            created_at=int(time.time()),
         )
 
     @property

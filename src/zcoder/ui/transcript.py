@@ -155,17 +155,32 @@ def _tail(fragments: StyleAndTextTuples, max_lines: int, width: int) -> StyleAnd
                 lines[-1].append((style, part))
     if lines and not lines[-1]:
         lines.pop()
-    rows = 0
+    width = max(width, 1)
+    room = max_lines
     keep: list[StyleAndTextTuples] = []
     for line in reversed(lines):
-        cells = sum(get_cwidth(t) for _, t, *_ in line)
-        rows += max(1, -(-cells // max(width, 1)))
-        if rows > max_lines and keep:
+        rows = max(1, -(-sum(get_cwidth(t) for _, t, *_ in line) // width))
+        if rows > room:
+            if room > 0:
+                keep.append(_last_cells(line, room * width))
             break
         keep.append(line)
+        room -= rows
     out: StyleAndTextTuples = []
     for n, line in enumerate(reversed(keep)):
         if n:
             out.append(("", "\n"))
         out.extend(line)
     return out
+
+
+def _last_cells(line: StyleAndTextTuples, cells: int) -> StyleAndTextTuples:
+    """The end of ``line`` that fits in ``cells`` columns."""
+    out: StyleAndTextTuples = []
+    for style, text, *_ in reversed(line):
+        if cells <= 0:
+            break
+        part = text[-cells:]
+        out.append((style, part))
+        cells -= get_cwidth(part)
+    return list(reversed(out))

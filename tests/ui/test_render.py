@@ -1,0 +1,189 @@
+"""Pure rendering: control characters, Markdown, diffs, roles, tool cards, status, live view."""
+
+from __future__ import annotations
+
+from prompt_toolkit.formatted_text import StyleAndTextTuples, to_plain_text
+
+from zcoder.conversation import TranscriptEvent
+from zcoder.live import Entry, TextDelta, ThinkingDelta, ToolUpdate
+from zcoder.ui.markdown import render_markdown, split_blocks
+from zcoder.ui.render import render_diff, render_event, render_tool
+from zcoder.ui.status import Status, render_status
+from zcoder.ui.text import CTRL_STYLE, shorten, visible, visible_text
+from zcoder.ui.transcript import TranscriptView
+
+
+def plain(fragments: StyleAndTextTuples) -> str:
+    return to_plain_text(fragments)
+
+
+def styles_of(fragments: StyleAndTextTuples, text: str) -> list[str]:
+    return [style for style, t, *_ in fragments if text in t]
+
+
+# -- control characters -------------------------------------------------------------------
+def test_escape_sequences_are_drawn_visibly() -> None:
+    frags = visible("a\x1b[2Jb\x07c", "class:x")
+    assert plain(frags) == "a^[[2Jb^Gc"
+    assert ("class:x " + CTRL_STYLE, "^[") in frags
+    assert ("class:x", "a") in frags
+
+
+def test_c1_bidi_del_and_carriage_return_are_visible() -> None:
+    assert visible_text("x\u202ey\u009bz\x7f") == "x<U+202E>y<U+009B>z^?"
+    assert visible_text("one\r\ntwo\rthree") == "one\ntwo^Mthree"
+
+
+def test_tabs_expand_and_newlines_stay() -> None:
+    assert visible_text("a\tb\nc") == "a    b\nc"
+
+
+def test_shorten() -> None:
+    assert shorten("abcdef", 10) == "abcdef"
+    assert shorten("abcdef", 4) == "abc…"
+
+
+# -- markdown -----------------------------------------------------------------------------
+def test_markdown_headings_lists_emphasis_and_code() -> None:
+    text = "# Title\nSome **bold**, *em* and `code`.\n- one\n2. two\n> quoted\n---"
+    frags = render_markdown(text)
+    assert plain(frags) == (
+        "Title\nSome bold, em and code.\n• one\n2. two\n│ quoted\n" + "─" * 40 + "\n"
+    )
+    assert "class:md.h1" in styles_of(frags, "Title")
+    assert " class:md.strong" in styles_of(frags, "bold")
+    assert " class:md.em" in styles_of(frags, "em")
+    assert " class:md.code" in styles_of(frags, "code")
+
+
+def test_fenced_code_is_highlighted_with_pygments() -> None:
+    frags = render_markdown("```python\ndef f():\n    return 'x'\n```")
+    assert plain(frags) == "  ┌─ python\n  │ def f():\n  │     return 'x'\n  └─\n"
+    assert "class:code.keyword" in styles_of(frags, "def")
+    assert "class:code.string" in styles_of(frags, "'")
+
+
+def test_unknown_language_and_unclosed_fence_still_render() -> None:
+    frags = render_markdown("```nosuchlang\nplain \x1b text")
+    assert plain(frags) == "  ┌─ nosuchlang\n  │ plain ^[ text\n  └─\n"
+
+
+def test_control_characters_inside_markdown_are_visible() -> None:
+    assert plain(render_markdown("**a\x1b]0;title\x07**")) == "a^[]0;title^G\n"
+
+
+def test_split_blocks_cuts_at_blank_lines_outside_fences() -> None:
+    text = "para one\n\n```\ncode\n\nmore\n```\nafter"
+    done, rest = split_blocks(text)
+    assert done == "para one\n\n```\ncode\n\nmore\n```\n"
+    assert rest == "after"
+    assert done + rest == text
+
+
+def test_split_blocks_keeps_an_open_fence_and_a_growing_line() -> None:
+    assert split_blocks("```py\nx = 1\n\ny") == ("", "```py\nx = 1\n\ny")
+    assert split_blocks("no blank yet") == ("", "no blank yet")
+
+
+# -- diffs, tools, roles ------------------------------------------------------------------
+def test_diff_is_coloured_and_cut() -> None:
+    diff = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+new\n" + "".join(f"+{i}\n" for i in range(50))
+    frags = render_diff(diff, max_lines=5)
+    assert plain(frags).splitlines()[:5] == ["--- a/x", "+++ b/x", "@@ -1 +1 @@", "-old", "+new"]
+    assert plain(frags).splitlines()[5] == "… 50 more diff lines"
+    assert styles_of(frags, "+new") == ["class:diff.add"]
+    assert styles_of(frags, "-old") == ["class:diff.del"]
+
+
+def test_tool_card_states_and_summary() -> None:
+    card = render_tool(ToolUpdate("1.0", "run_command", "make\x1b[1m", "failed", "exit 2"))
+    assert plain(card) == "✗ run_command make^[[1m  failed · exit 2\n"
+    done = render_tool(ToolUpdate("1.0", "write_file", "a.py", "completed", "1 line", "+x\n"))
+    assert plain(done) == "✓ write_file a.py  completed · 1 line\n    +x\n"
+
+
+def test_roles_have_distinct_markers() -> None:
+    def show(role: str, text: str = "hi", **meta: str) -> str:
+        return plain(render_event(TranscriptEvent(role=role, text=text, meta=meta)))  # type: ignore[arg-type]
+
+    assert show("user") == "\n› hi\n"
+    assert show("assistant", "**hi**") == "● hi\n"
+    assert show("system") == "· hi\n"
+    assert show("error") == "✗ hi\n"
+    relay = show("relay", "do x", project="p", pid="7", workspace="/w", verified="no")
+    assert relay == "\n⇄ relayed from p (pid 7, /w) [unverified sender]\n  │ do x\n"
+    tool = show("tool", "exit 0", name="run_command", target="ls", state="completed")
+    assert tool == "✓ run_command ls  completed · exit 0\n"
+
+
+def test_long_tool_text_is_summarised() -> None:
+    text = "\n".join(f"line {i}" for i in range(30))
+    out = plain(render_event(TranscriptEvent("tool", text, meta={"name": "read_file"})))
+    assert out.splitlines()[-1] == "    … 24 more lines"
+    assert len(out.splitlines()) == 8
+
+
+# -- status bar -----------------------------------------------------------------------------
+def test_status_bar_shows_state_elapsed_queue_and_relay() -> None:
+    now = [100.0]
+    status = Status(model="m:1", profile="coding", title="Fix\nbug", clock=lambda: now[0])
+    assert plain(render_status(status, 60)).rstrip() == " ready  m:1 │ coding │ “Fix bug”"
+    status.set_state("running_tool")
+    now[0] += 12.5
+    status.queued_prompts, status.relay, status.relay_queued = 2, "on", 3
+    text = plain(render_status(status, 200)).rstrip()
+    assert text == " running a tool 12s  m:1 │ coding │ “Fix bug” │ 2 queued │ relay on (3 waiting)"
+    assert len(plain(render_status(status, 50))) == 50
+
+
+def test_status_bar_warmup_and_offline() -> None:
+    status = Status(model="m", profile="coding", warmup="warming up")
+    assert plain(render_status(status)).startswith(" warming up ")
+    status.set_state("offline", "Ollama is not reachable")
+    assert plain(render_status(status)).startswith(" model unavailable: Ollama is not reachable ")
+
+
+# -- the live view ----------------------------------------------------------------------------
+def test_finished_paragraphs_go_to_the_scrollback_while_streaming() -> None:
+    printed: list[str] = []
+    view = TranscriptView(lambda f: printed.append(plain(f)))
+    view.apply(ThinkingDelta("plan it"))
+    assert plain(view.render_live(10)) == "  ∴ plan it"
+    view.apply(TextDelta("First para"))
+    assert printed == ["  ∴ thought (2 words): plan it\n"]
+    assert plain(view.render_live(10)) == "● First para"
+    view.apply(TextDelta(".\n\nSecond"))
+    assert printed[1] == "● First para.\n  \n"
+    assert plain(view.render_live(10)) == "  Second"
+    view.apply(Entry(TranscriptEvent("assistant", "First para.\n\nSecond")))
+    assert printed[2] == "  Second\n"
+    assert plain(view.render_live(10)) == ""
+
+
+def test_tool_cards_live_then_printed_once() -> None:
+    printed: list[str] = []
+    view = TranscriptView(lambda f: printed.append(plain(f)))
+    view.apply(ToolUpdate("1.0", "run_command", "ls", "running"))
+    assert plain(view.render_live(10)) == "◐ run_command ls  running"
+    view.apply(ToolUpdate("1.0", "run_command", "ls", "completed", "exit 0"))
+    meta = {"name": "run_command", "target": "ls", "state": "completed"}
+    view.apply(Entry(TranscriptEvent("tool", "exit 0", meta=meta)))
+    assert printed == ["✓ run_command ls  completed · exit 0\n"]
+    assert plain(view.render_live(10)) == ""
+
+
+def test_end_turn_interrupts_open_cards_and_flushes_text() -> None:
+    printed: list[str] = []
+    view = TranscriptView(lambda f: printed.append(plain(f)))
+    view.apply(TextDelta("half"))
+    view.apply(ToolUpdate("2.0", "read_file", "a", "pending"))
+    view.end_turn()
+    assert printed == ["● half\n", "■ read_file a  interrupted\n"]
+
+
+def test_live_area_keeps_the_tail_and_shows_queued_prompts() -> None:
+    view = TranscriptView(lambda f: None, width=lambda: 10)
+    view.apply(TextDelta("x" * 35))
+    view.queued.append("next one")
+    assert plain(view.render_live(3)) == "x" * 20 + "\n⧗ next one"
+    assert plain(view.render_live(9)) == "● " + "x" * 35 + "\n⧗ next one"

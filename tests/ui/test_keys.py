@@ -130,7 +130,11 @@ def test_keys_go_to_an_open_question_not_to_the_input() -> None:
     pressed: list[str] = []
 
     async def steps(t: Terminal, inp: PipeInput, events: list[UiEvent]) -> None:
-        t.approval.press = lambda key: bool(pressed.append(key))  # type: ignore[method-assign]
+        def press(key: str) -> bool:
+            pressed.append(key)
+            return True
+
+        t.approval.press = press  # type: ignore[method-assign]
         t.approval.request = ApprovalRequest("command", "ls", ("y", "n"))
         inp.send_text("xyz\r")
         inp.send_text("\x03")

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from zcoder.session import SessionStore
 
 from tests.fakes.ollama_server import FakeOllama
 from zcoder.agent.loop import STOP_MARKER
+from zcoder.session import SessionStore
 
 MODEL = "qwen3-coder:latest"
 
@@ -185,3 +185,62 @@ def test_ctrl_c_during_a_slow_stream_exits_130(workspace: Path) -> None:
         assert [m.content for m in session.history] == ["talk", STOP_MARKER]
     finally:
         store.release(session)
+
+
+def test_approval_is_asked_on_the_terminal(workspace: Path) -> None:
+    import pexpect
+
+    script = {
+        "models": [MODEL],
+        "responses": [
+            _tool("run_command", command="printf ran > out.txt # \x1b[2J"),
+            _tool("run_command", command="touch second"),
+            _say("All done."),
+        ],
+    }
+    with FakeOllama(script) as fake:
+        child = pexpect.spawn(
+            _zcoder(["--host", fake.url, "-p", "run it"], workspace)[0],
+            _zcoder(["--host", fake.url, "-p", "run it"], workspace)[1:],
+            env={**os.environ, "ZCODER_MODEL": MODEL},
+            encoding="utf-8",
+            timeout=20,
+        )
+        try:
+            child.expect_exact(f"The model wants to run a command in {workspace}:")
+            # the escape byte is shown, never sent to the terminal raw
+            child.expect_exact("printf ran > out.txt # \\x1b[2J")
+            child.expect_exact(
+                "[y = yes, once, a = yes to all commands of this conversation, n = no] "
+            )
+            child.sendline("maybe")
+            child.expect_exact("Please answer y/a/n: ")
+            child.sendline("n")
+            child.expect_exact("touch second")
+            child.sendline("y")
+            child.expect_exact("All done.")
+            child.expect(pexpect.EOF)
+        finally:
+            child.close(force=True)
+        assert child.exitstatus == 0
+        assert not (workspace / "out.txt").exists()
+        assert (workspace / "second").exists()
+        assert fake.requests[1]["messages"][-1]["content"].startswith("user denied command: printf")
+
+
+def test_locked_session_is_refused(workspace: Path) -> None:
+    store = SessionStore(Path(os.environ["ZCODER_HOME"]), workspace, "coding")
+    held = store.create(MODEL)
+    store.save(held)
+    try:
+        with FakeOllama({"models": [MODEL]}) as fake:
+            done = _run(["--host", fake.url, "--resume", held.id, "-p", "hi"], workspace)
+            assert fake.requests == []
+        assert done.returncode == 1
+        assert done.stderr.count("\n") == 1 and "zcoder: " in done.stderr
+        assert done.stdout == ""
+    finally:
+        store.release(held)
+    reopened = store.open(held.id)
+    assert reopened.history == [] and reopened.user_requests == []
+    store.release(reopened)

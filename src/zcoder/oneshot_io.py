@@ -135,7 +135,8 @@ class TtyApprover:
 
     def _ask(self, request: ApprovalRequest) -> Answer:
         try:
-            tty = open(self._tty_path, "r+", encoding="utf-8", errors="replace")  # noqa: SIM115
+            # Two streams: a terminal is not seekable, so one "r+" text file cannot work.
+            reader = open(self._tty_path, encoding="utf-8", errors="replace")  # noqa: SIM115
         except OSError:
             what = "command" if request.kind == "command" else "message"
             self._err.write(
@@ -144,16 +145,20 @@ class TtyApprover:
             )
             self._err.flush()
             return "n"
-        with tty:
-            tty.write(approval_prompt(request))
-            tty.flush()
-            while True:
-                line = tty.readline()
-                if not line:
-                    return "n"
-                answer = line.strip().lower()
-                for choice in request.choices:
-                    if answer == choice:
-                        return choice
-                tty.write(f"Please answer {'/'.join(request.choices)}: ")
-                tty.flush()
+        with reader, open(self._tty_path, "w", encoding="utf-8") as writer:
+            return self._dialog(request, reader, writer)
+
+    @staticmethod
+    def _dialog(request: ApprovalRequest, reader: TextIO, writer: TextIO) -> Answer:
+        writer.write(approval_prompt(request))
+        writer.flush()
+        while True:
+            line = reader.readline()
+            if not line:
+                return "n"
+            answer = line.strip().lower()
+            for choice in request.choices:
+                if answer == choice:
+                    return choice
+            writer.write(f"Please answer {'/'.join(request.choices)}: ")
+            writer.flush()

@@ -210,14 +210,18 @@ class FakeOllamaHandler(BaseHTTPRequestHandler):
             if step <= 0:
                 return "ok"
             readable, _, _ = select.select([self.connection], [], [], step)
+            if readable and self._peer_closed():
+                # stop() shuts the sockets down too: that is not the client leaving.
+                return "stopped" if self.fake.stopping.is_set() else "client_disconnected"
             if readable:
-                try:
-                    if not self.connection.recv(1, socket.MSG_PEEK):
-                        return "client_disconnected"
-                except OSError:
-                    return "client_disconnected"
                 time.sleep(step)  # unexpected bytes from the client: keep waiting
         return "stopped"
+
+    def _peer_closed(self) -> bool:
+        try:
+            return not self.connection.recv(1, socket.MSG_PEEK)
+        except OSError:
+            return True
 
     def _write_chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))

@@ -77,6 +77,11 @@ __all__ = ["FakeOllama", "ScriptError", "main"]
 _EXHAUSTED = validate_script({"responses": [{"chunks": [{"content": "(script exhausted)"}]}]})
 
 
+def _plain(script: Any) -> Any:
+    # Any mapping is accepted as a script; anything else is left for validate_script to refuse.
+    return dict(script) if isinstance(script, Mapping) else script
+
+
 class _Server(ThreadingHTTPServer):
     # Handler threads are joined on close, so stop() leaves no thread behind.
     daemon_threads = False
@@ -97,7 +102,7 @@ class FakeOllama:
     """A scripted Ollama on 127.0.0.1; ``start()``/``stop()`` or a ``with`` block."""
 
     def __init__(self, script: Mapping[str, Any] | None = None, *, port: int = 0) -> None:
-        self._script = validate_script(dict(script or {}))
+        self._script = validate_script({} if script is None else _plain(script))
         self._port = port
         self._next = 0
         self._lock = threading.Condition()
@@ -167,7 +172,7 @@ class FakeOllama:
 
     def set_script(self, script: Mapping[str, Any]) -> None:
         """Replace the script (validated first) and restart at its first response."""
-        checked = validate_script(dict(script))
+        checked = validate_script(_plain(script))
         with self._lock:
             self._script = checked
             self._next = 0

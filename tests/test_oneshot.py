@@ -244,3 +244,27 @@ def test_locked_session_is_refused(workspace: Path) -> None:
     reopened = store.open(held.id)
     assert reopened.history == [] and reopened.user_requests == []
     store.release(reopened)
+
+
+def test_stdout_reader_going_away_does_not_break_the_turn(workspace: Path) -> None:
+    pieces = ["word "] * 40
+    with FakeOllama({"models": [MODEL], "responses": [_say(*pieces, delay=0.01)]}) as fake:
+        child = subprocess.Popen(
+            _zcoder(["--host", fake.url, "-p", "talk"], workspace),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "ZCODER_MODEL": MODEL},
+        )
+        assert child.stdout is not None and child.stderr is not None
+        assert child.stdout.read(5) == b"word "
+        child.stdout.close()  # like `zcoder -p ... | head -c 5`
+        err = child.stderr.read().decode()
+        assert child.wait(timeout=20) == 0, err
+    assert "Traceback" not in err and "Exception ignored" not in err
+    store = SessionStore(Path(os.environ["ZCODER_HOME"]), workspace, "coding")
+    session = store.open(_session_id(err))
+    try:
+        assert session.history[-1].content == "".join(pieces)
+    finally:
+        store.release(session)

@@ -10,6 +10,7 @@ the history is made consistent and saved.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 
@@ -38,6 +39,18 @@ def run_oneshot(config: Config) -> int:
         return trio.run(_main, config)
     except KeyboardInterrupt:  # Ctrl-C before the turn could take it over
         return 130
+    finally:
+        _quiet_broken_stdout()
+
+
+def _quiet_broken_stdout() -> None:
+    """When the reader of stdout went away, stop the interpreter's last flush complaining."""
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def _open_session(config: Config, store: SessionStore) -> Session | None:

@@ -44,6 +44,7 @@ class StreamSink:
         self._tty_err = err.isatty()
         self._streamed = ""  # answer text written since the last assistant entry
         self._thinking = False
+        self._closed: set[TextIO] = set()
 
     def emit(self, event: LiveEvent) -> None:
         if isinstance(event, TextDelta):
@@ -65,12 +66,21 @@ class StreamSink:
         self._end_answer()
 
     def _write_out(self, text: str) -> None:
-        self._out.write(visible(text, keep="\n\t") if self._tty_out else text)
-        self._out.flush()
+        self._write(self._out, visible(text, keep="\n\t") if self._tty_out else text)
 
     def _write_err(self, text: str) -> None:
-        self._err.write(text)
-        self._err.flush()
+        self._write(self._err, text)
+
+    def _write(self, stream: TextIO, text: str) -> None:
+        # A reader that went away (``zcoder -p ... | head``) must not break the turn: it
+        # still finishes and is saved.
+        if stream in self._closed:
+            return
+        try:
+            stream.write(text)
+            stream.flush()
+        except (BrokenPipeError, ValueError):
+            self._closed.add(stream)
 
     def _end_thinking(self) -> None:
         if self._thinking:

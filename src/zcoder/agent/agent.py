@@ -65,7 +65,7 @@ class Agent:
         return self._scope is not None
 
     def set_model(self, name: str) -> None:
-        """Use ``name`` from the next turn on, and record it in the session."""
+        """Use ``name`` from the next model call on, and record it in the session."""
         self._model = name
         self._session.model = name
         self._save(self._session)

@@ -1,0 +1,374 @@
+"""The controller with the real app, headless: Trio runs as a guest of asyncio (as in
+``app.py``), keys go in through a pipe, the backend is a scripted fake.
+
+pytest-trio cannot host a guest run, so these are plain sync tests around ``asyncio.run``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+import trio
+from prompt_toolkit.formatted_text import StyleAndTextTuples, to_plain_text
+from prompt_toolkit.input import PipeInput, create_pipe_input
+from prompt_toolkit.output import DummyOutput
+
+from zcoder.approval import ApprovalRequest
+from zcoder.conversation import TranscriptEvent
+from zcoder.errors import ZcoderError
+from zcoder.live import Entry, StateChange, TextDelta
+from zcoder.ui.approval import ApprovalLine
+from zcoder.ui.backend import SessionRow
+from zcoder.ui.controller import Controller
+from zcoder.ui.status import Status
+from zcoder.ui.terminal import Terminal
+
+
+class FakeBackend:
+    def __init__(self) -> None:
+        self.model = "m:1"
+        self.session_id = "s1"
+        self.session_title = "New session"
+        self.models = ["m:1", "other:2"]
+        self.turns: list[str] = []
+        self.gate = trio.Event()
+        self.cancels = 0
+        self.question: ApprovalRequest | None = None
+        self.answers: list[str] = []
+        self.check_problem = ""
+        self.warmups: list[str] = []
+        self.new_sessions = 0
+        self.switched: list[str] = []
+        self.sink: Controller | None = None
+        self.approver: ApprovalLine | None = None
+        self._scope: trio.CancelScope | None = None
+
+    async def run_turn(self, text: str) -> str:
+        assert self.sink is not None and self.approver is not None
+        self.turns.append(text)
+        self.session_title = self.session_title if len(self.turns) > 1 else text
+        self.sink.emit(Entry(TranscriptEvent("user", text)))
+        self.sink.emit(StateChange("thinking"))
+        with trio.CancelScope() as self._scope:
+            if self.question is not None:
+                self.sink.emit(StateChange("waiting_approval"))
+                self.answers.append(await self.approver.ask(self.question))
+            self.sink.emit(TextDelta(f"answer to {text}"))
+            await self.gate.wait()
+            self.sink.emit(Entry(TranscriptEvent("assistant", f"answer to {text}")))
+            self.sink.emit(StateChange("ready"))
+            return "answered"
+        self.sink.emit(Entry(TranscriptEvent("system", "Response generation stopped by user.")))
+        self.sink.emit(StateChange("stopped"))
+        return "cancelled"
+
+    def cancel_turn(self) -> bool:
+        if self._scope is None or self._scope.cancel_called:
+            return False
+        self.cancels += 1
+        self._scope.cancel()
+        return True
+
+    async def check_model(self) -> str:
+        return self.check_problem
+
+    async def warmup(self) -> str:
+        self.warmups.append("started")
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            self.warmups.append("cancelled")
+            raise
+
+    async def list_models(self) -> list[str]:
+        return self.models
+
+    def set_model(self, name: str) -> None:
+        self.model = name
+
+    def new_session(self) -> None:
+        self.new_sessions += 1
+        self.session_id, self.session_title = "s9", "New session"
+
+    def list_sessions(self) -> list[SessionRow]:
+        return [
+            SessionRow(self.session_id, self.session_title, self.model, 0.0, 0, current=True),
+            SessionRow("s2", "older work", "m:1", 0.0, 4),
+        ]
+
+    def switch_session(self, session_id: str) -> list[TranscriptEvent]:
+        if session_id != "s2":
+            raise ZcoderError(f"no saved session {session_id}")
+        self.switched.append(session_id)
+        self.session_id, self.session_title = "s2", "older work"
+        return [TranscriptEvent("user", "old question"), TranscriptEvent("assistant", "old answer")]
+
+    async def list_agents(self) -> list[str]:
+        raise ZcoderError("the relay is not running in this instance")
+
+    def relay_control(self, action: str) -> str:
+        raise ZcoderError("the relay is not running in this instance")
+
+
+@attrs.define
+class Harness:
+    terminal: Terminal
+    controller: Controller
+    backend: FakeBackend
+    inp: PipeInput
+    printed: list[str]
+    clock: list[float]
+    exited: trio.Event = attrs.Factory(trio.Event)
+    reason: str = ""
+
+    def keys(self, text: str) -> None:
+        self.inp.send_text(text)
+
+    @property
+    def output(self) -> str:
+        return "".join(self.printed)
+
+    async def until(self, check: Callable[[], Any]) -> None:
+        # Polling: the keys are handled on the asyncio side, which has no Trio event to wait on.
+        with trio.fail_after(5):
+            while not check():  # noqa: ASYNC110
+                await trio.sleep(0.01)
+
+
+def run(body: Callable[[Harness], Awaitable[None]], backend: FakeBackend, **kw: Any) -> Harness:
+    box: list[Harness] = []
+
+    async def trio_main() -> None:
+        token = trio.lowlevel.current_trio_token()
+        clock = [1000.0]
+        with create_pipe_input() as inp:
+            terminal = Terminal(
+                status=Status(model=backend.model, profile="coding"),
+                post=lambda ev: token.run_sync_soon(controller.post, ev),
+                schedule=token.run_sync_soon,
+                input=inp,
+                output=DummyOutput(),
+                clock=lambda: clock[0],
+            )
+            printed: list[str] = []
+
+            def capture(fragments: StyleAndTextTuples) -> None:
+                printed.append(to_plain_text(fragments))
+
+            terminal._write = capture  # type: ignore[method-assign]
+            controller = Controller(terminal, backend, **kw)
+            backend.sink, backend.approver = controller, terminal.approval
+            h = Harness(terminal, controller, backend, inp, printed, clock)
+            box.append(h)
+
+            async def run_controller() -> None:
+                h.reason = await controller.run()
+                h.exited.set()
+
+            async with trio.open_nursery() as nursery:
+                await nursery.start(terminal.run)
+                nursery.start_soon(run_controller)
+                await body(h)
+                nursery.cancel_scope.cancel()
+
+    async def host() -> None:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[Any] = loop.create_future()
+        trio.lowlevel.start_guest_run(
+            trio_main,
+            run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+            run_sync_soon_not_threadsafe=loop.call_soon,
+            done_callback=done.set_result,
+            host_uses_signal_set_wakeup_fd=True,
+        )
+        (await done).unwrap()
+
+    asyncio.run(host())
+    return box[0]
+
+
+def test_a_prompt_runs_a_turn_and_lands_in_the_scrollback() -> None:
+    async def body(h: Harness) -> None:
+        h.keys("hello\r")
+        await h.until(lambda: h.backend.turns == ["hello"])
+        await h.until(lambda: h.terminal.turn_running)
+        assert h.terminal.status.state == "thinking"
+        h.backend.gate.set()
+        await h.until(lambda: not h.controller.turn_active)
+        assert h.terminal.status.state == "ready"
+        assert h.terminal.status.title == "hello"
+
+    h = run(body, FakeBackend(), warmup=False)
+    assert "\n› hello\n" in h.output
+    assert "● answer to hello\n" in h.output
+
+
+def test_enter_during_a_turn_queues_the_next_prompt() -> None:
+    async def body(h: Harness) -> None:
+        h.keys("one\r")
+        await h.until(lambda: h.backend.turns == ["one"])
+        h.keys("two\r")
+        await h.until(lambda: h.terminal.status.queued_prompts == 1)
+        assert h.terminal.view.queued == ["two"]
+        assert "⧗ two" in to_plain_text(h.terminal.view.render_live(20))
+        h.backend.gate.set()
+        await h.until(lambda: h.backend.turns == ["one", "two"])
+        await h.until(lambda: not h.controller.turn_active)
+        assert h.terminal.status.queued_prompts == 0
+
+    run(body, FakeBackend(), warmup=False)
+
+
+def test_escape_cancels_the_turn_keeps_the_draft_and_returns_queued_prompts() -> None:
+    async def body(h: Harness) -> None:
+        h.keys("one\r")
+        await h.until(lambda: h.terminal.turn_running)
+        h.keys("two\r")
+        await h.until(lambda: h.controller.queue == ["two"])
+        h.keys("draft")
+        await h.until(lambda: h.terminal.buffer.text == "draft")
+        h.keys("\x1b")
+        await h.until(lambda: not h.controller.turn_active)
+        assert h.backend.cancels == 1
+        assert h.terminal.buffer.text == "two\ndraft"
+        assert h.controller.queue == []
+        assert h.terminal.status.state == "stopped"
+        assert h.backend.turns == ["one"]
+
+    h = run(body, FakeBackend(), warmup=False)
+    assert "● answer to one\n" in h.output  # the partial answer is kept visible
+    assert h.output.index("stopped by user") < h.output.index("queued prompts are back")
+
+
+def test_idle_only_commands_wait_but_help_works_during_a_turn() -> None:
+    async def body(h: Harness) -> None:
+        h.keys("one\r")
+        await h.until(lambda: h.terminal.turn_running)
+        h.keys("/new\r")
+        await h.until(lambda: "/new cannot run during a turn" in h.output)
+        h.keys("/help\r")
+        await h.until(lambda: "Commands:" in h.output)
+        assert h.backend.new_sessions == 0
+        h.backend.gate.set()
+        await h.until(lambda: not h.controller.turn_active)
+        h.keys("/new\r")
+        await h.until(lambda: h.backend.new_sessions == 1)
+        await h.until(lambda: "New session s9." in h.output)
+
+    h = run(body, FakeBackend(), warmup=False)
+    assert "/model [NAME]" in h.output and "Esc" in h.output
+
+
+def test_unknown_slash_text_goes_to_the_model() -> None:
+    async def body(h: Harness) -> None:
+        h.keys("/etc/hosts looks odd\r")
+        await h.until(lambda: h.backend.turns == ["/etc/hosts looks odd"])
+
+    run(body, FakeBackend(), warmup=False)
+
+
+def test_sessions_list_and_switch_by_number() -> None:
+    async def body(h: Harness) -> None:
+        h.keys("/sessions\r")
+        await h.until(lambda: "older work" in h.output)
+        h.keys("/sessions 2\r")
+        await h.until(lambda: h.backend.switched == ["s2"])
+        await h.until(lambda: "Switched to session s2." in h.output)
+        assert h.terminal.status.title == "older work"
+        h.keys("/sessions nope\r")
+        await h.until(lambda: "✗ no saved session nope" in h.output)
+
+    h = run(body, FakeBackend(), warmup=False)
+    assert "› old question\n● old answer\n" in h.output
+
+
+def test_model_list_and_switch() -> None:
+    async def body(h: Harness) -> None:
+        h.keys("/model\r")
+        await h.until(lambda: "* m:1" in h.output)
+        h.keys("/model nope\r")
+        await h.until(lambda: "model 'nope' is not installed" in h.output)
+        h.keys("/model other:2\r")
+        await h.until(lambda: h.terminal.status.model == "other:2")
+        assert h.backend.model == "other:2"
+
+    run(body, FakeBackend(), warmup=False)
+
+
+def test_keys_before_a_question_never_answer_it() -> None:
+    backend = FakeBackend()
+    backend.question = ApprovalRequest("command", "rm -r build", ("y", "a", "n"), cwd="/w")
+
+    async def body(h: Harness) -> None:
+        h.keys("go\r")
+        await h.until(lambda: h.terminal.approval.is_open)
+        await h.until(lambda: h.terminal.approval._shown_at is not None)
+        h.keys("y")  # the clock has not moved: the question was not seen yet
+        await h.until(lambda: h.terminal.approval.ignored == 1)
+        assert h.terminal.status.state == "waiting_approval"
+        h.clock[0] += 1.0
+        h.keys("y")
+        await h.until(lambda: h.backend.answers == ["y"])
+        assert h.terminal.buffer.text == ""  # the keys did not leak into the input
+        h.backend.gate.set()
+        await h.until(lambda: not h.controller.turn_active)
+
+    run(body, backend, warmup=False)
+
+
+def test_escape_denies_an_open_question() -> None:
+    backend = FakeBackend()
+    backend.question = ApprovalRequest("command", "ls", ("y", "n"), origin="relay")
+
+    async def body(h: Harness) -> None:
+        h.keys("go\r")
+        await h.until(lambda: h.terminal.approval.is_open)
+        h.keys("\x1b")
+        await h.until(lambda: h.backend.answers == ["n"])
+        assert h.terminal.turn_running  # Escape answered the question, not the turn
+        h.backend.gate.set()
+
+    run(body, backend, warmup=False)
+
+
+def test_warmup_runs_at_start_and_the_first_prompt_cancels_it() -> None:
+    async def body(h: Harness) -> None:
+        await h.until(lambda: h.terminal.status.warmup == "warming up")
+        h.keys("hi\r")
+        await h.until(lambda: h.backend.warmups == ["started", "cancelled"])
+        assert h.terminal.status.warmup == ""
+        await h.until(lambda: h.backend.turns == ["hi"])
+        h.backend.gate.set()
+
+    run(body, FakeBackend(), warmup=True)
+
+
+def test_a_server_problem_is_one_line_and_the_app_stays_usable() -> None:
+    backend = FakeBackend()
+    problem = "Ollama is not reachable at http://x:1: is `ollama serve` running? (or use --host)"
+    backend.check_problem = problem
+
+    async def body(h: Harness) -> None:
+        await h.until(lambda: f"✗ {problem}\n" in h.output)
+        assert h.terminal.status.state == "offline"
+        assert h.backend.warmups == []
+        h.keys("/help\r")
+        await h.until(lambda: "Commands:" in h.output)
+        h.keys("retry\r")
+        await h.until(lambda: h.terminal.status.state == "thinking")
+        h.backend.gate.set()
+
+    run(body, backend, warmup=True)
+
+
+def test_quit_and_ctrl_d_end_the_controller() -> None:
+    for keys in ("/quit\r", "\x04", "\x03"):
+
+        async def body(h: Harness, keys: str = keys) -> None:
+            h.keys(keys)
+            await h.exited.wait()
+
+        assert run(body, FakeBackend(), warmup=False).reason == "user"

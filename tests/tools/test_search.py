@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
 
 from zcoder.tools.base import ToolContext, ToolResult
 from zcoder.tools.registry import Toolbox, core_tools
-from zcoder.tools.search import MAX_SEARCH_BYTES, make_search_tool
+from zcoder.tools.search import MAX_SEARCH_BYTES, _search_python, make_search_tool
 
 MODES = [
     pytest.param(False, id="python"),
@@ -105,3 +106,11 @@ async def test_search_refusals(ws: Path) -> None:
     assert (await search(ws, False, query="")).text == (
         "Error: invalid arguments for search: argument 'query' must not be empty"
     )
+
+
+def test_python_search_stops_when_abandoned(ws: Path) -> None:
+    make_tree(ws)
+    stop = threading.Event()
+    assert _search_python(ws, ws, "needle", 50, stop)[0] != []
+    stop.set()
+    assert _search_python(ws, ws, "needle", 50, stop) == ([], False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -65,10 +66,14 @@ def _file_hits(path: Path, needle: bytes) -> Iterator[tuple[int, bytes]]:
             yield number, line
 
 
-def _search_python(root: Path, start: Path, query: str, limit: int) -> tuple[list[Hit], bool]:
+def _search_python(
+    root: Path, start: Path, query: str, limit: int, stop: threading.Event
+) -> tuple[list[Hit], bool]:
     needle = query.encode()
     hits: list[Hit] = []
     for path in _python_files(start):
+        if stop.is_set():  # the caller was cancelled and has abandoned this thread
+            break
         for number, line in _file_hits(path, needle):
             if len(hits) == limit:
                 return hits, True
@@ -121,6 +126,18 @@ async def _search_rg(
     return (hits, False) if process.returncode in (0, 1) or hits else None
 
 
+async def _run_python_search(
+    root: Path, start: Path, query: str, limit: int
+) -> tuple[list[Hit], bool]:
+    stop = threading.Event()
+    try:
+        return await trio.to_thread.run_sync(
+            _search_python, root, start, query, limit, stop, abandon_on_cancel=True
+        )
+    finally:
+        stop.set()
+
+
 def _format(hits: list[Hit], cut: bool, query: str, where: str) -> str:
     if not hits:
         return f"No matches for {query!r} in {where}."
@@ -147,9 +164,7 @@ def make_search_tool(*, use_rg: bool = True) -> Tool:
         rg = shutil.which("rg") if use_rg else None
         found = await _search_rg(rg, ctx.workspace, start, query, limit) if rg else None
         if found is None:
-            found = await trio.to_thread.run_sync(
-                _search_python, ctx.workspace, start, query, limit, abandon_on_cancel=True
-            )
+            found = await _run_python_search(ctx.workspace, start, query, limit)
         hits, cut = found
         summary = f"{len(hits)} matches" + (" (cut)" if cut else "")
         return ToolResult(_format(hits, cut, query, raw), summary=summary)

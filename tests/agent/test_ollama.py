@@ -234,9 +234,9 @@ async def test_second_connection_failure_is_not_retried_again() -> None:
 
 async def test_stall_mid_stream_raises_and_drops_the_connection() -> None:
     with FakeOllama(script(stall_after=2)) as fake:
-        async with OllamaClient(fake.url, stall_seconds=0.3) as client:
+        async with OllamaClient(fake.url, stall_seconds=0.5) as client:
             seen: list[ChatChunk] = []
-            with pytest.raises(StreamStalled, match=r"sent nothing for 0\.3s"):
+            with pytest.raises(StreamStalled, match=r"sent nothing for 0\.5s"):
                 async with client.stream_chat(request()) as chunks:
                     async for chunk in chunks:
                         seen.append(chunk)

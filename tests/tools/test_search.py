@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 import threading
 from pathlib import Path
 
@@ -9,6 +11,8 @@ import pytest
 from zcoder.tools.base import ToolContext, ToolResult
 from zcoder.tools.registry import Toolbox, core_tools
 from zcoder.tools.search import MAX_SEARCH_BYTES, _search_python, make_search_tool
+
+from .conftest import is_live
 
 MODES = [
     pytest.param(False, id="python"),
@@ -114,3 +118,64 @@ def test_python_search_stops_when_abandoned(ws: Path) -> None:
     assert _search_python(ws, ws, "needle", 50, stop)[0] != []
     stop.set()
     assert _search_python(ws, ws, "needle", 50, stop) == ([], False)
+
+
+FAKE_RG = """\
+#!{python}
+# Stands in for ripgrep: prints its output format for one fixed file, or misbehaves.
+import os, sys, time
+args = sys.argv[1:]
+query, start = args[args.index("-e") + 1], args[-1]
+with open(os.path.join(os.environ["FAKE_RG_DIR"], "argv"), "w") as f:
+    f.write("\\n".join(args))
+if query == "fail":
+    sys.exit(2)
+path = os.path.join(start, "f.txt").encode()
+if query == "forever":
+    with open(os.path.join(os.environ["FAKE_RG_DIR"], "pid"), "w") as f:
+        f.write(str(os.getpid()))
+    n = 0
+    while True:
+        n += 1
+        sys.stdout.buffer.write(path + b"\\0" + str(n).encode() + b":forever\\n")
+        sys.stdout.flush()
+sys.stdout.buffer.write(path + b"\\0" + b"7:a: b " + query.encode() + b"\\n")
+sys.stdout.buffer.write(b"garbage line\\n")
+"""
+
+
+@pytest.fixture
+def fake_rg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bindir = tmp_path / "fakebin"
+    bindir.mkdir()
+    script = bindir / "rg"
+    script.write_text(FAKE_RG.replace("{python}", sys.executable))
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_RG_DIR", str(bindir))
+    return bindir
+
+
+async def test_rg_output_is_parsed(ws: Path, fake_rg: Path) -> None:
+    result = await search(ws, True, query="q:x")
+    assert result.text == "f.txt:7: a: b q:x"
+    argv = (fake_rg / "argv").read_text().splitlines()
+    assert argv[-4:] == ["-e", "q:x", "--", str(ws)]
+    assert {"--fixed-strings", "--null", "--sort=path", "--no-config"} <= set(argv)
+    assert argv[argv.index("--glob") + 1] == "!.git"
+
+
+async def test_rg_failure_falls_back_to_python(ws: Path, fake_rg: Path) -> None:
+    (ws / "g.txt").write_text("fail here\n")
+    assert (await search(ws, True, query="fail")).text == "g.txt:1: fail here"
+
+
+async def test_rg_is_stopped_after_max_results(ws: Path, fake_rg: Path) -> None:
+    result = await search(ws, True, query="forever", max_results=3)
+    assert result.text.splitlines() == [
+        "f.txt:1: forever",
+        "f.txt:2: forever",
+        "f.txt:3: forever",
+        "[... stopped at 3 matches; narrow the query or the path ...]",
+    ]
+    assert not is_live(int((fake_rg / "pid").read_text()))

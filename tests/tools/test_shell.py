@@ -10,31 +10,7 @@ import trio
 from zcoder.tools.base import ToolContext
 from zcoder.tools.registry import Toolbox, core_tools
 
-from .conftest import Call
-
-
-def live_members(pgid: int) -> list[int]:
-    """Processes of group ``pgid`` that are not zombies (our own /proc scan)."""
-    members = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            members.append(int(name))
-    return members
-
-
-def is_live(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except FileNotFoundError:
-        return False
+from .conftest import Call, is_live, live_members
 
 
 def complete_line(path: Path) -> str | None:

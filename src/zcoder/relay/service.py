@@ -140,7 +140,8 @@ class RelayService:
 
     async def discover(self) -> list[Peer]:
         """The live peers, excluding this instance. Works whenever the relay directory was
-        found safe, even if the listener later failed; ``RelayUnavailable`` otherwise."""
+        found safe, even if the listener later failed; ``RelayUnavailable`` otherwise (the
+        reason), ``RelayError`` if the directory cannot be read."""
         if self._relay_dir is None:
             raise RelayUnavailable(self._reason)
         return await registry.discover(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import signal
@@ -16,6 +17,10 @@ import pytest
 
 from tests.fakes.ollama_server import FakeOllama
 from zcoder.agent.loop import STOP_MARKER
+from zcoder.approval import ApprovalRequest
+from zcoder.conversation import EventRole, TranscriptEvent
+from zcoder.live import Entry, TextDelta, ThinkingDelta, ToolUpdate
+from zcoder.oneshot_io import StreamSink, TtyApprover, approval_prompt, visible
 from zcoder.session import SessionStore
 
 MODEL = "qwen3-coder:latest"
@@ -268,3 +273,77 @@ def test_stdout_reader_going_away_does_not_break_the_turn(workspace: Path) -> No
         assert session.history[-1].content == "".join(pieces)
     finally:
         store.release(session)
+
+
+# The terminal side, in process.
+
+
+def test_visible_renders_control_and_format_characters() -> None:
+    assert visible("a\x1b[2Jb\u202ec\td\n") == "a\\x1b[2Jb\\u202ec\\x09d\\x0a"
+    assert visible("tab\there\nnext", keep="\n\t") == "tab\there\nnext"
+    assert visible("\x7f\x9b") == "\\x7f\\x9b"
+
+
+def test_approval_prompt_shows_exact_text_and_choices() -> None:
+    req = ApprovalRequest(
+        kind="command", text="rm -rf build\x1b[A", choices=("y", "n"), cwd="/w", origin="relay"
+    )
+    assert approval_prompt(req) == (
+        "\nA relayed task asks to run a command in /w:\n    rm -rf build\\x1b[A\n"
+        "[y = yes, once, n = no] "
+    )
+    send = ApprovalRequest(kind="send", text="hi\nthere", choices=("y", "n"), target="1-2")
+    assert approval_prompt(send) == (
+        "\nThe model wants to send a message to zcoder instance 1-2:\n    hi\n    there\n"
+        "[y = yes, once, n = no] "
+    )
+
+
+def _sink() -> tuple[StreamSink, io.StringIO, io.StringIO]:
+    out, err = io.StringIO(), io.StringIO()
+    return StreamSink(out, err), out, err
+
+
+def _entry(role: EventRole, text: str, **meta: str) -> Entry:
+    return Entry(TranscriptEvent(role=role, text=text, meta=meta))
+
+
+def test_sink_streams_once_and_prints_finish_responses() -> None:
+    sink, out, err = _sink()
+    sink.emit(ThinkingDelta("hmm"))
+    sink.emit(TextDelta("Let me "))
+    sink.emit(TextDelta("look."))
+    sink.emit(_entry("assistant", "Let me look."))  # already streamed: not repeated
+    sink.emit(ToolUpdate("1.0", "read_file", "a.py", "pending"))
+    sink.emit(ToolUpdate("1.0", "read_file", "a.py", "running"))
+    sink.emit(ToolUpdate("1.0", "read_file", "a.py", "completed", summary="2 lines"))
+    sink.emit(_entry("tool", "2 lines"))
+    sink.emit(_entry("assistant", "Done.", finish="complete"))  # never streamed
+    sink.emit(_entry("error", "boom\x1b[0m"))
+    sink.close()
+    assert out.getvalue() == "Let me look.\nDone.\n"
+    assert err.getvalue() == (
+        "hmm\n-> read_file a.py\n   read_file ok: 2 lines\nzcoder: boom\\x1b[0m\n"
+    )
+
+
+async def test_tty_approver_reads_the_terminal() -> None:
+    master, slave = os.openpty()
+    try:
+        approver = TtyApprover(io.StringIO(), tty_path=os.ttyname(slave))
+        os.write(master, b"what\ny\n")
+        req = ApprovalRequest(kind="command", text="ls", choices=("y", "a", "n"), cwd="/w")
+        assert await approver.ask(req) == "y"
+        shown = os.read(master, 4096).decode()
+        assert "run a command in /w" in shown and "Please answer y/a/n: " in shown
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+async def test_tty_approver_without_a_terminal_denies() -> None:
+    err = io.StringIO()
+    approver = TtyApprover(err, tty_path="/nonexistent/tty")
+    req = ApprovalRequest(kind="send", text="hi", choices=("y", "n"), target="1-2")
+    assert await approver.ask(req) == "n"
+    assert err.getvalue().startswith("zcoder: no terminal to ask on: denied the message")

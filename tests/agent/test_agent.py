@@ -14,7 +14,7 @@ import trio
 from tests.agent.doubles import FakeApprover, RecordingSink, make_config
 from tests.fakes.ollama_server import FakeOllama
 from zcoder.agent.agent import Agent, TurnOutcome, TurnRequest
-from zcoder.agent.loop import STOP_MARKER
+from zcoder.agent.loop import DEFAULT_NUM_CTX, STOP_MARKER
 from zcoder.agent.ollama import OllamaClient
 from zcoder.approval import Answer
 from zcoder.conversation import Message
@@ -200,4 +200,5 @@ async def test_warmup_is_disposable(fake: FakeOllama, workspace: Path) -> None:
     await stack.agent.warmup()
     assert fake.requests[0]["messages"] == []
     assert fake.requests[0]["model"] == MODEL
+    assert fake.requests[0]["options"] == {"num_ctx": DEFAULT_NUM_CTX, "num_predict": 1}
     assert stack.session.history == [] and stack.session.events == []

@@ -25,7 +25,7 @@ from tests.agent.doubles import (
     tools,
 )
 from zcoder.agent.agent import Agent, RelaySender, TurnOutcome, TurnRequest
-from zcoder.agent.loop import STOP_MARKER, text_tool_call
+from zcoder.agent.loop import DEFAULT_NUM_CTX, STOP_MARKER, estimate_tokens, text_tool_call
 from zcoder.agent.loop_guard import EMPTY_REPLY_NUDGE, MAX_STEPS, REPEAT_WARNING
 from zcoder.agent.model import ChatChunk
 from zcoder.approval import Answer
@@ -588,3 +588,23 @@ async def test_printed_tool_call_runs_as_a_call(tmp_path: Path) -> None:
         role="assistant", content="", tool_calls=(ToolCall("read_file", {"path": "a.py"}),)
     )
     assert_history_valid(rig.session.history)
+
+
+async def test_context_window_is_sent_and_a_full_one_is_reported(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path, [text("ok")])
+    await rig.agent.run_turn(user("short"))
+    assert rig.client.requests[0].num_ctx == DEFAULT_NUM_CTX
+    assert all(e.role != "system" for e in rig.session.events)
+    small = make_rig(tmp_path, [tools(call("read_file", path="a")), text("ok")], context_window=256)
+    await small.agent.run_turn(user("long " * 300))
+    assert [r.num_ctx for r in small.client.requests] == [256, 256]
+    notes = [e.text for e in small.session.events if e.role == "system"]
+    assert len(notes) == 1 and "nearly fills the context window (256 tokens)" in notes[0]
+
+
+def test_token_estimate_counts_messages_calls_and_tools() -> None:
+    messages = [
+        Message(role="user", content="x" * 400),
+        Message(role="assistant", content="", tool_calls=(ToolCall("read_file", {"p": "a"}),)),
+    ]
+    assert estimate_tokens(messages, []) == (400 + len('{"p": "a"}') + len("read_file") + 2) // 4

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from zcoder.agent.loop import Turn
+from zcoder.agent.loop import Turn, context_size
 from zcoder.agent.model import ChatRequest, ModelClient
 from zcoder.agent.rounds import TurnParts
 from zcoder.agent.turns import OutcomeStatus, RelaySender, TurnOutcome, TurnRequest
@@ -90,7 +90,11 @@ class Agent:
 
     async def warmup(self) -> None:
         """Load the model with a disposable request; nothing of it is kept."""
-        request = ChatRequest(model=self._model, messages=(), think=False, num_predict=1)
+        # The same num_ctx as the turns: another value would make Ollama load the model again.
+        num_ctx = context_size(self._config.context_window)
+        request = ChatRequest(
+            model=self._model, messages=(), think=False, num_ctx=num_ctx, num_predict=1
+        )
         async with self._client.stream_chat(request) as chunks:
             async for _ in chunks:
                 pass

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -24,9 +25,37 @@ from zcoder.conversation import Message, ToolCall
 from zcoder.errors import ModelError, ModelHTTPError
 from zcoder.live import StateChange, TextDelta, ThinkingDelta
 
-__all__ = ["STOP_MARKER", "Turn", "text_tool_call"]
+__all__ = [
+    "DEFAULT_NUM_CTX",
+    "STOP_MARKER",
+    "Turn",
+    "context_size",
+    "estimate_tokens",
+    "text_tool_call",
+]
 
 STOP_MARKER = "[Response generation stopped by user.]"
+# Ollama's own default context is 2-4k tokens and it silently drops the start of a longer
+# prompt; our system prompt and tools alone take much of that. Ollama clamps a larger value
+# to what the model supports.
+DEFAULT_NUM_CTX = 16384
+_CHARS_PER_TOKEN = 4
+
+
+def context_size(configured: int | None) -> int:
+    return configured or DEFAULT_NUM_CTX
+
+
+def estimate_tokens(messages: Sequence[Message], tools: Sequence[Mapping[str, Any]]) -> int:
+    """A rough prompt size (about four characters a token), enough to warn in time."""
+    chars = sum(len(m.content) + len(m.thinking) for m in messages)
+    chars += sum(
+        len(json.dumps(dict(c.arguments), default=str)) + len(c.name)
+        for m in messages
+        for c in m.tool_calls
+    )
+    chars += len(json.dumps(list(tools)))
+    return chars // _CHARS_PER_TOKEN
 
 
 _FENCE = re.compile(r"^(?:```(?:json)?|<tool_call>)\s*(.*?)\s*(?:```|</tool_call>)$", re.S)
@@ -77,6 +106,7 @@ class Turn:
         self._guard = TurnGuard()
         self._reply: _Reply | None = None
         self._think = parts.config.think
+        self._context_warned = False
         self.rounds = RoundRunner(parts, request.origin, request.sender)
 
     def begin(self) -> None:
@@ -158,12 +188,26 @@ class Turn:
             instructions=self._instructions,
             relay_sender=sender.instance_id if sender is not None else "",
         )
+        messages = [Message(role="system", content=prompt), *self._p.session.history]
+        num_ctx = context_size(self._p.config.context_window)
+        self._check_context(estimate_tokens(messages, specs), num_ctx)
         return ChatRequest(
             model=self._p.model(),
-            messages=[Message(role="system", content=prompt), *self._p.session.history],
+            messages=messages,
             tools=specs,
             think=self._think,
-            num_ctx=self._p.config.context_window,
+            num_ctx=num_ctx,
+        )
+
+    def _check_context(self, tokens: int, num_ctx: int) -> None:
+        if tokens < num_ctx * 0.9 or self._context_warned:
+            return
+        self._context_warned = True
+        self._p.entry(
+            "system",
+            f"The conversation (about {tokens} tokens) nearly fills the context window "
+            f"({num_ctx} tokens): the model may lose its beginning. Start a new session, "
+            "or raise --context-window.",
         )
 
     async def _stream(self) -> _Reply:

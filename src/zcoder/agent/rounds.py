@@ -27,7 +27,7 @@ from zcoder.errors import (
     StreamStalled,
 )
 from zcoder.live import Entry, StateChange, ToolState, ToolUpdate, TurnSink
-from zcoder.policy import apply_answer, decide_command, denial_text
+from zcoder.policy import CommandVerdict, apply_answer, decide_command, denial_text
 from zcoder.tools.base import ToolContext, ToolResult
 
 if TYPE_CHECKING:
@@ -112,6 +112,14 @@ def _join(workspace: Path, cwd: str) -> str:
     return os.path.normpath(workspace / cwd)
 
 
+def _user_home() -> Path:
+    """The directory the sysadmin guard protects as ``~``."""
+    try:
+        return Path.home()
+    except (RuntimeError, KeyError):  # no HOME and no passwd entry
+        return Path("/root") if os.getuid() == 0 else Path("/")
+
+
 def _name(spec: Mapping[str, Any]) -> str:
     return str(spec.get("function", {}).get("name", ""))
 
@@ -126,7 +134,7 @@ class RoundRunner:
         self._pending: list[tuple[str, ToolCall]] = []
         self._running = ""
         self._specs: list[dict[str, Any]] | None = None
-        self._home = Path.home()  # the sysadmin guard protects the user's home directory
+        self._home = _user_home()
 
     def tool_specs(self) -> list[dict[str, Any]]:
         if self._specs is None:
@@ -214,16 +222,7 @@ class RoundRunner:
             return None  # the tool itself reports the bad call
         cwd = args.get("cwd", ".")
         shown_cwd = _join(config.workspace, cwd if isinstance(cwd, str) else ".")
-        verdict = decide_command(
-            command,
-            policy=config.command_policy,
-            profile=config.profile,
-            origin=self._origin,
-            granted=self._p.granted,
-            workspace=config.workspace,
-            home=self._home,
-            cwd=Path(shown_cwd),
-        )
+        verdict = self._verdict(command, Path(shown_cwd))
         if verdict.action == "run":
             return None
         if verdict.action == "blocked":
@@ -243,6 +242,19 @@ class RoundRunner:
         if grant_rest:
             self._p.granted = True
         return None if run_this else _refusal(denial_text(command), "denied", "denied by the user")
+
+    def _verdict(self, command: str, cwd: Path) -> CommandVerdict:
+        config = self._p.config
+        return decide_command(
+            command,
+            policy=config.command_policy,
+            profile=config.profile,
+            origin=self._origin,
+            granted=self._p.granted,
+            workspace=config.workspace,
+            home=self._home,
+            cwd=cwd,
+        )
 
     async def _approve_send(self, args: Mapping[str, Any]) -> _Refusal | None:
         target, message = args.get("target_instance_id"), args.get("message")

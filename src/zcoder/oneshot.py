@@ -87,8 +87,6 @@ async def _run(config: Config, store: SessionStore, session: Session) -> int:
             session=session,
             sink=sink,
         )
-        if agent.model != config.model:  # the model asked for now wins over the saved one
-            agent.set_model(config.model)
         async with trio.open_nursery() as nursery:
             await nursery.start(_stop_on_signals, agent, caught)
             outcome = await agent.run_turn(TurnRequest("user", config.prompt))

@@ -45,8 +45,21 @@ RICH = [
 ONE_CALL = {"responses": [{"chunks": [*RICH[:3], {"tool_calls": [CALL]}]}]}
 
 
+# verify=False in these helpers: plain http only, and it spares loading the CA bundle.
+def get(url: str) -> httpx.Response:
+    return httpx.get(url, timeout=10, verify=False)
+
+
+def post(url: str, **kwargs: Any) -> httpx.Response:
+    return httpx.post(url, timeout=10, verify=False, **kwargs)
+
+
+def official(url: str) -> ollama.Client:
+    return ollama.Client(host=url, verify=False)
+
+
 def chat(fake: FakeOllama, body: dict[str, Any]) -> httpx.Response:
-    return httpx.post(f"{fake.url}/api/chat", json=body, timeout=10)
+    return post(f"{fake.url}/api/chat", json=body)
 
 
 def lines(response: httpx.Response) -> list[dict[str, Any]]:
@@ -88,7 +101,7 @@ def test_string_arguments_are_sent_as_given() -> None:
 
 
 def test_official_client_streams_from_the_fake() -> None:
-    with FakeOllama(ONE_CALL) as fake, ollama.Client(host=fake.url) as client:
+    with FakeOllama(ONE_CALL) as fake, official(fake.url) as client:
         parts = list(client.chat(MODEL, USER, stream=True))
     assert "".join(p.message.content or "" for p in parts) == "Hello"
     assert "".join(p.message.thinking or "" for p in parts) == "hmmand"
@@ -100,7 +113,7 @@ def test_official_client_streams_from_the_fake() -> None:
 
 
 def test_official_client_without_streaming_gets_one_aggregate() -> None:
-    with FakeOllama(ONE_CALL) as fake, ollama.Client(host=fake.url) as client:
+    with FakeOllama(ONE_CALL) as fake, official(fake.url) as client:
         reply = client.chat(MODEL, USER, stream=False)
     assert (reply.message.content, reply.message.thinking) == ("Hello", "hmmand")
     assert [c.function.name for c in reply.message.tool_calls or []] == ["read_file"]
@@ -109,7 +122,7 @@ def test_official_client_without_streaming_gets_one_aggregate() -> None:
 
 def test_official_client_sees_errors() -> None:
     script = {"responses": [{"chunks": RICH, "error_line_after": 1, "error": "out of memory"}]}
-    with FakeOllama(script) as fake, ollama.Client(host=fake.url) as client:
+    with FakeOllama(script) as fake, official(fake.url) as client:
         with pytest.raises(ollama.ResponseError, match="out of memory"):
             list(client.chat(MODEL, USER, stream=True))
         with pytest.raises(ollama.ResponseError) as info:
@@ -139,7 +152,7 @@ def test_request_errors_like_ollama() -> None:
     with FakeOllama() as fake:
         missing = chat(fake, {"messages": USER})
         unknown = chat(fake, {"model": "llama9", "messages": USER})
-        broken = httpx.post(f"{fake.url}/api/chat", content=b"{nope", timeout=10)
+        broken = post(f"{fake.url}/api/chat", content=b"{nope")
     assert (missing.status_code, missing.json()) == (400, {"error": "model is required"})
     assert (unknown.status_code, unknown.json()) == (404, {"error": "model 'llama9' not found"})
     assert broken.status_code == 400
@@ -159,17 +172,17 @@ def test_empty_messages_load_the_model_without_using_the_script() -> None:
 def test_other_endpoints_parse_with_official_types() -> None:
     with FakeOllama({"models": [MODEL, "llama3.2:3b"], "context_length": 8192}) as fake:
         url = fake.url
-        tags = ListResponse.model_validate(httpx.get(f"{url}/api/tags").json())
+        tags = ListResponse.model_validate(get(f"{url}/api/tags").json())
         show = ShowResponse.model_validate(
-            httpx.post(f"{url}/api/show", json={"model": "llama3.2:3b"}).json()
+            post(f"{url}/api/show", json={"model": "llama3.2:3b"}).json()
         )
-        unknown = httpx.post(f"{url}/api/show", json={"model": "x"})
+        unknown = post(f"{url}/api/show", json={"model": "x"})
         chat(fake, {"model": "llama3.2:3b", "messages": []})
-        ps = ProcessResponse.model_validate(httpx.get(f"{url}/api/ps").json())
-        version = httpx.get(f"{url}/api/version").json()
-        root = httpx.get(url)
-        nothing = httpx.get(f"{url}/api/nothing")
-        with ollama.Client(host=url) as client:
+        ps = ProcessResponse.model_validate(get(f"{url}/api/ps").json())
+        version = get(f"{url}/api/version").json()
+        root = get(url)
+        nothing = get(f"{url}/api/nothing")
+        with official(url) as client:
             assert client.list().models[1].model == "llama3.2:3b"
     assert [m.model for m in tags.models] == [MODEL, "llama3.2:3b"]
     assert show.modelinfo is not None and show.modelinfo["qwen3.context_length"] == 8192
@@ -184,16 +197,16 @@ def test_other_endpoints_parse_with_official_types() -> None:
 def test_control_endpoints() -> None:
     with FakeOllama({"responses": [{"chunks": [{"content": "a"}]}]}) as fake:
         chat(fake, {"model": MODEL, "messages": USER})
-        recorded = httpx.get(f"{fake.url}/_fake/requests").json()
-        bad = httpx.post(f"{fake.url}/_fake/script", json={"responses": [{"chunk": []}]})
+        recorded = get(f"{fake.url}/_fake/requests").json()
+        bad = post(f"{fake.url}/_fake/script", json={"responses": [{"chunk": []}]})
         still = lines(chat(fake, {"model": MODEL, "messages": USER}))[0]["message"]["content"]
         new = {"responses": [{"chunks": [{"content": "b"}]}], "repeat_last": False}
-        good = httpx.post(f"{fake.url}/_fake/script", json=new)
+        good = post(f"{fake.url}/_fake/script", json=new)
         replaced = [
             lines(chat(fake, {"model": MODEL, "messages": USER}))[0]["message"]["content"]
             for _ in range(2)
         ]
-        outcomes = httpx.get(f"{fake.url}/_fake/outcomes").json()
+        outcomes = get(f"{fake.url}/_fake/outcomes").json()
     assert recorded == [{"model": MODEL, "messages": USER}]
     assert bad.status_code == 400
     assert bad.json() == {"error": "script.responses[0]: unknown keys ['chunk']"}
@@ -282,10 +295,10 @@ def test_runs_as_a_subprocess(tmp_path: Path) -> None:
     try:
         assert read_ready(proc) == f"READY http://127.0.0.1:{port}"
         url = f"http://127.0.0.1:{port}"
-        with ollama.Client(host=url) as client:
+        with official(url) as client:
             parts = list(client.chat(MODEL, USER, stream=True))
         assert "".join(p.message.content or "" for p in parts) == "hi there"
-        assert httpx.get(f"{url}/_fake/requests").json() == [
+        assert get(f"{url}/_fake/requests").json() == [
             {"model": MODEL, "messages": USER, "tools": [], "stream": True}
         ]
         proc.send_signal(signal.SIGTERM)

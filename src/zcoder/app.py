@@ -237,14 +237,16 @@ def run_app(config: Config) -> int:
 
 
 def _report(state: _Exit) -> int:
-    if state.crash is not None:
-        sys.stderr.write("zcoder crashed; the terminal was restored. Traceback:\n")
-        traceback.print_exception(state.crash, file=sys.stderr)
-    if state.saved:
-        sys.stdout.write(
-            f"Session {state.session_id} saved. Resume with: zcoder --resume {state.session_id}\n"
-        )
-    sys.stdout.flush()
+    try:
+        if state.crash is not None:
+            sys.stderr.write("zcoder crashed; the terminal was restored. Traceback:\n")
+            traceback.print_exception(state.crash, file=sys.stderr)
+        if state.saved:
+            sid = state.session_id
+            sys.stdout.write(f"Session {sid} saved. Resume with: zcoder --resume {sid}\n")
+        sys.stdout.flush()
+    except OSError:
+        pass  # the terminal hung up: the session is saved all the same
     if state.crash is not None:
         return 1
     signum = next((s for s, name in _SIGNALS.items() if name == state.reason), None)

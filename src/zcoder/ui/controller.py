@@ -14,7 +14,7 @@ import math
 import trio
 
 from zcoder.commands import parse
-from zcoder.live import LiveEvent, StateChange
+from zcoder.live import Entry, LiveEvent, StateChange
 from zcoder.ui.backend import Backend
 from zcoder.ui.events import CancelTurn, ExitRequest, Submit, UiEvent
 from zcoder.ui.slash import SlashCommands
@@ -49,6 +49,8 @@ class Controller:
         self.view.apply(event)
         if isinstance(event, StateChange):
             self.status.set_state(event.state, event.detail)
+        elif isinstance(event, Entry) and event.event.role == "user":
+            self.refresh_status()  # the first prompt names the session
         self.terminal.invalidate()
 
     # -- events ---------------------------------------------------------------------------

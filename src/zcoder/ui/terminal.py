@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 import time
 from collections.abc import Callable, Iterable
 
@@ -40,8 +41,23 @@ from zcoder.ui.transcript import TranscriptView
 
 __all__ = ["SlashCompleter", "Terminal"]
 
+_log = logging.getLogger(__name__)
 _TICK = 0.5  # status bar refresh while busy (elapsed time)
 _EXIT_GRACE = 3.0
+
+
+def _app_error(task: asyncio.Task[None]) -> BaseException | None:
+    """The app's own failure, if any. A closed input or a vanished terminal (EOF, EIO on
+    hang-up) just ends the app; anything else is a crash."""
+    if not task.done() or task.cancelled():
+        return None
+    error = task.exception()
+    if isinstance(error, EOFError | OSError):
+        _log.info("the terminal went away: %r", error)
+        return None
+    if error is not None:
+        _log.error("the app failed", exc_info=error)
+    return error
 
 
 class SlashCompleter(Completer):
@@ -242,9 +258,13 @@ class Terminal:
             with trio.CancelScope(shield=True), trio.move_on_after(_EXIT_GRACE):
                 self._stop(task)
                 await ended.wait()
-            self.flush()
-        if task.done() and not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
+            error = _app_error(task)
+            try:
+                self.flush()
+            except OSError as exc:  # the terminal is gone (hang-up): nothing to show on
+                _log.info("could not print the last lines: %s", exc)
+        if error is not None:
+            raise error
 
     def _stop(self, task: asyncio.Task[None]) -> None:
         if task.done():

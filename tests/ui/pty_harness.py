@@ -304,19 +304,24 @@ class PtyApp:
         assert not self.cursor_hidden(), "the cursor was left hidden"
 
     def terminate(self) -> None:
-        """Kill everything this pty started and release the pty; idempotent."""
-        if self.child.isalive():
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                try:
-                    os.killpg(self.child.pid, sig)
-                except OSError:
-                    break
-                if not self.child.isalive() or sig == signal.SIGKILL:
-                    break
-                time.sleep(0.2)
-        for pid in pids_with_token(self.token):
+        """Kill everything this pty started and release the pty; idempotent.
+
+        SIGTERM first (the app's own clean exit) to the pty's process group and to every
+        process carrying the token, then SIGKILL for whatever is left after a short grace.
+        """
+        with contextlib.suppress(OSError):
+            os.killpg(self.child.pid, signal.SIGTERM)
+        for pid in pids_with_token(self.token):  # also those in other groups or sessions
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 2
+        while (left := pids_with_token(self.token)) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        for pid in left:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.killpg(self.child.pid, signal.SIGKILL)
         self._stop.set()
         self._reader.join(2)
         self.child.close(force=True)

@@ -45,10 +45,9 @@ def test_model_lists_and_switches(launch: Launch, start_fake: StartFake) -> None
 
 
 def _session_number(app: PtyApp, title: str) -> str:
-    for line in app.all_text().splitlines()[::-1]:
-        if title in line and (m := re.search(r"\b(\d+)\b", line)):
-            return m.group(1)
-    raise AssertionError(f"{title!r} not listed\n{app.describe()}")
+    """Wait for ``/sessions`` to list ``title`` as ``N. title``; return N."""
+    listed = app.wait_for(re.compile(rf"(\d+)\. {re.escape(title)}"))
+    return listed.split(".")[0]
 
 
 def test_new_and_sessions_switch(launch: Launch, start_fake: StartFake) -> None:
@@ -65,7 +64,6 @@ def test_new_and_sessions_switch(launch: Launch, start_fake: StartFake) -> None:
     app.wait_for("Answer two.")
     wait_status(app, "beta prompt")
     submit(app, "/sessions")
-    app.wait_for("alpha session prompt", where="screen")
     number = _session_number(app, "alpha session prompt")
     submit(app, f"/sessions {number}")
     wait_status(app, "alpha session prompt")

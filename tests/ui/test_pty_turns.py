@@ -22,6 +22,7 @@ from tests.ui.conftest import (
     messages_of,
     needs_app,
     script,
+    status_line,
     submit,
     text_response,
     wait_ready,
@@ -51,7 +52,7 @@ def history_text(request: dict[str, object]) -> str:
 
 def test_streamed_answer_appears_while_it_streams(launch: Launch, start_fake: StartFake) -> None:
     pieces = ("Hel", "lo ", "from ", "the ", "fake ", "model.")
-    fake = start_fake(script(text_response(*pieces, delay=0.3)))
+    fake = start_fake(script(text_response(*pieces, delay=0.25)))
     app = launch.zcoder(fake.url)
     wait_ready(app)
     submit(app, "say hello")
@@ -60,6 +61,8 @@ def test_streamed_answer_appears_while_it_streams(launch: Launch, start_fake: St
         lambda a: "Hello from" in (s := a.screen_text()) and "fake model." not in s,
         "a partial answer",
     )
+    # The session is named after its first prompt when the turn starts, not when it ends.
+    assert status_line(app, "“say hello”") is not None, app.describe()
     app.wait_for("Hello from the fake model.")
     (request,) = wait_requests(fake, 1)
     assert messages_of(request, "user")[-1] == "say hello"
@@ -167,7 +170,7 @@ def test_escape_kills_a_running_command(
 
 
 def test_typing_during_a_turn_is_queued(launch: Launch, start_fake: StartFake) -> None:
-    slow = text_response(*(f"s{i} " for i in range(8)), "first done.", delay=0.3)
+    slow = text_response(*(f"s{i} " for i in range(8)), "first done.", delay=0.2)
     fake = start_fake(script(slow, text_response("Second answer.")))
     app = launch.zcoder(fake.url)
     wait_ready(app)
@@ -200,7 +203,7 @@ def test_approval_keys_typed_early_do_not_answer(
     launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs, burst: bool
 ) -> None:
     command = "echo EARLY > early.txt"
-    asks = command_response(command, delay=0.8, say="Let me check.")
+    asks = command_response(command, delay=0.6, say="Let me check.")
     fake = start_fake(script(asks, text_response("Denied, fine.")))
     app = launch.zcoder(fake.url)
     wait_ready(app)

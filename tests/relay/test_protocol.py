@@ -74,11 +74,11 @@ def test_empty_payload_is_a_complete_frame() -> None:
     assert FrameDecoder(max_bytes=10).feed(b"ZCODER-AGENT/1 0\n") == b""
 
 
-def test_wanted_asks_one_byte_past_the_payload() -> None:
+def test_wanted_never_asks_past_the_largest_frame_plus_one() -> None:
     dec = FrameDecoder(max_bytes=100)
-    assert dec.wanted() == MAX_HEADER_BYTES
+    assert dec.wanted() == MAX_HEADER_BYTES + 101
     dec.feed(b"ZCODER-AGENT/1 5")
-    assert dec.wanted() == MAX_HEADER_BYTES - 16
+    assert dec.wanted() == MAX_HEADER_BYTES - 16 + 101
     dec.feed(b"\nab")
     assert dec.wanted() == 4
 

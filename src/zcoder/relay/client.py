@@ -65,18 +65,21 @@ async def _read_ack(stream: trio.SocketStream, max_bytes: int) -> bytes:
 async def _exchange(
     stream: trio.SocketStream, frame: bytes, max_bytes: int, io_timeout: float
 ) -> bytes:
+    """Write the request, then read the ack, each within ``io_timeout``."""
+    written = False
     try:
-        with trio.move_on_after(io_timeout) as writing:
+        with trio.move_on_after(io_timeout) as deadline:
             await stream.send_all(frame)
-        if writing.cancelled_caught:
-            raise _Ambiguous("the request could not be written within the deadline")
-        with trio.move_on_after(io_timeout):
+            written = True
+            deadline.deadline = trio.current_time() + io_timeout
             return await _read_ack(stream, max_bytes)
-        raise _Ambiguous("no ack within the deadline")
     except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
         raise _Ambiguous(f"the connection broke: {exc.__cause__ or exc}") from None
     except FrameError as exc:
         raise RelayTransportError(f"the peer answered with a malformed frame: {exc}") from None
+    if written:
+        raise _Ambiguous("no ack within the deadline")
+    raise _Ambiguous("the request could not be written within the deadline")
 
 
 async def _attempt(

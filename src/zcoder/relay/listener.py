@@ -168,13 +168,13 @@ class Listener:
         peer = peer_credentials(stream)
         if peer is not None and peer.uid != self._uid:
             self._stats.refused += 1
-            await _close(stream)
+            await trio.aclose_forcefully(stream)
             return
         try:
             self._slots.acquire_nowait()
         except trio.WouldBlock:
             self._stats.refused += 1
-            await _close(stream)
+            await trio.aclose_forcefully(stream)
             return
         try:
             await self.handle(stream, peer)
@@ -185,33 +185,39 @@ class Listener:
         """Serve one connection to its end; never raises but ``trio.Cancelled``."""
         self._stats.handled += 1
         self._stats.active += 1
+        answered = False
         try:
-            ack = await self._read_and_decide(stream, peer)
-            if ack is None:
-                self._stats.dropped += 1
-            else:
-                await self._write_ack(stream, ack)
+            with trio.move_on_after(self._io_timeout) as deadline:
+                ack = await self._read_and_decide(stream, peer)
+                if ack is not None:
+                    deadline.deadline = trio.current_time() + self._io_timeout
+                    frame = encode_frame(encode_envelope(ack), max_bytes=self._limits.max_bytes)
+                    await stream.send_all(frame)
+                    answered = True
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the peer hung up
         except Exception:
             self._stats.errors += 1
-            self._stats.dropped += 1
             _log.exception("relay connection failed")
         finally:
             self._stats.active -= 1
+            if answered:
+                self._stats.answered += 1
+            else:
+                self._stats.dropped += 1
             await _close(stream)
 
     async def _read_and_decide(self, stream: trio.abc.Stream, peer: PeerCred | None) -> Ack | None:
+        """The answer to the connection's frame, or ``None`` to close without one (end of
+        stream mid-frame, or not our protocol). The caller's deadline bounds the read."""
         decoder = FrameDecoder(max_bytes=self._limits.max_bytes)
-        payload: bytes | None = None
-        with trio.move_on_after(self._io_timeout):
-            try:
-                payload = await _read_frame(stream, decoder)
-            except FrameError as exc:
-                _log.info("relay frame refused: %s", exc)
-                return _ack("", "invalid") if decoder.header_recognized else None
-            except trio.BrokenResourceError:
-                return None
+        try:
+            payload = await _read_frame(stream, decoder)
+        except FrameError as exc:
+            _log.info("relay frame refused: %s", exc)
+            return _ack("", "invalid") if decoder.header_recognized else None
         if payload is None:
-            return None  # end of stream or stall
+            return None
         return self._decide(payload, peer)
 
     def _decide(self, payload: bytes, peer: PeerCred | None) -> Ack:
@@ -228,18 +234,6 @@ class Listener:
         verified = peer is not None and peer.pid == request.sender_pid
         status, position = self._spool.enqueue(request, verified=verified)
         return _ack(request.message_id, status, queue_position=position)
-
-    async def _write_ack(self, stream: trio.abc.Stream, ack: Ack) -> None:
-        frame = encode_frame(encode_envelope(ack), max_bytes=self._limits.max_bytes)
-        written = False
-        with trio.move_on_after(self._io_timeout):
-            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                await stream.send_all(frame)
-                written = True
-        if written:
-            self._stats.answered += 1
-        else:
-            self._stats.dropped += 1
 
 
 def _ack(
@@ -260,5 +254,7 @@ async def _read_frame(stream: trio.abc.Stream, decoder: FrameDecoder) -> bytes |
 
 
 async def _close(stream: trio.abc.Stream) -> None:
+    # Shielded, so that the stream is closed even when the connection is being cancelled;
+    # bounded, for streams whose close could wait (a socket's cannot).
     with trio.move_on_after(_CLOSE_GRACE, shield=True):
         await stream.aclose()

@@ -67,6 +67,9 @@ MESSAGE_ID_PATTERN = r"[A-Za-z0-9_.-]{1,100}"
 MESSAGE_ID_RE = re.compile(MESSAGE_ID_PATTERN, re.ASCII)
 
 _DIGITS = frozenset(b"0123456789")
+# A complete, valid header in one piece (the common case); anything else goes byte by byte,
+# which also finds the exact error.
+_HEADER_RE = re.compile(rb"ZCODER-AGENT/1 (0|[1-9][0-9]{0,19})\n")
 
 
 def encode_frame(payload: bytes, *, max_bytes: int) -> bytes:
@@ -107,10 +110,11 @@ class FrameDecoder:
         return self._done
 
     def wanted(self) -> int:
-        """How many bytes to ask the transport for next (one more than needed, so that
-        bytes sent after the payload in the same burst are seen)."""
+        """How many bytes to ask the transport for next: at most the rest of the largest
+        frame allowed, plus one, so that a whole frame usually takes one read and bytes sent
+        after the payload in the same burst are seen."""
         if self._length < 0:
-            return MAX_HEADER_BYTES - len(self._header)
+            return MAX_HEADER_BYTES - len(self._header) + self._max_bytes + 1
         return self._length - len(self._payload) + 1
 
     def feed(self, data: bytes | bytearray) -> bytes | None:
@@ -144,6 +148,12 @@ class FrameDecoder:
 
     def _feed_header(self, data: bytes | bytearray) -> int:
         """Consume header bytes from ``data``; return how many were consumed."""
+        if not self._header:
+            whole = _HEADER_RE.match(data)
+            if whole is not None and int(whole.group(1)) <= self._max_bytes:
+                self._header += whole.group()
+                self._length = int(whole.group(1))
+                return whole.end()
         for pos, byte in enumerate(data):
             self._header_byte(byte)
             if self._length >= 0:

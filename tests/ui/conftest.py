@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -125,11 +124,6 @@ def start_fake(pty_dirs: PtyDirs) -> Iterator[StartFake]:
 
 
 # -- zcoder-specific reading of the screen and scripting of the fake ------------------------
-
-# While src/zcoder/app.py is being written the app tests skip instead of timing out.
-needs_app = pytest.mark.skipif(
-    importlib.util.find_spec("zcoder.app") is None, reason="src/zcoder/app.py not written yet"
-)
 
 # What the app's screen shows, in one place so the tests read as behaviour.
 APPROVAL_QUESTION = re.compile(r"\[y\].*\[n\]")  # the choices line: [y] yes, once ... [n] no

@@ -303,6 +303,16 @@ class PtyApp:
         assert {"echo", "icanon", "isig"} <= modes, self.stty()
         assert not self.cursor_hidden(), "the cursor was left hidden"
 
+    def hang_up(self) -> None:
+        """Close the terminal under the program, as when its window is closed."""
+        _ = self.app_pid  # learn it while the wrapper shell is still its parent
+        self._stop.set()
+        self._reader.join(2)
+        # The kernel hangs up the pty's session; pexpect's own SIGHUP/SIGINT to the wrapper
+        # may find it gone already, which is fine.
+        with contextlib.suppress(pexpect.ExceptionPexpect):
+            self.child.close(force=False)
+
     def terminate(self) -> None:
         """Kill everything this pty started and release the pty; idempotent.
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import time
 
 from tests.ui.conftest import (
     DEFAULT_MODEL,
@@ -13,7 +14,6 @@ from tests.ui.conftest import (
     PtyDirs,
     StartFake,
     messages_of,
-    needs_app,
     script,
     status_line,
     submit,
@@ -22,9 +22,7 @@ from tests.ui.conftest import (
     wait_requests,
     wait_status,
 )
-from tests.ui.pty_harness import PtyApp, closed_port_url
-
-pytestmark = needs_app
+from tests.ui.pty_harness import PtyApp, closed_port_url, pids_with_token, process_state
 
 OTHER_MODEL = "llama3.2:1b"
 
@@ -38,10 +36,11 @@ def test_model_lists_and_switches(launch: Launch, start_fake: StartFake) -> None
     assert status_line(app, OTHER_MODEL) is None  # listed, not switched to
     submit(app, f"/model {OTHER_MODEL}")
     wait_status(app, OTHER_MODEL)
-    submit(app, "hello")
+    submit(app, "/etc/hosts: what is it")  # not a command: it goes to the model
     app.wait_for("Hi from llama.")
     (request,) = wait_requests(fake, 1)
     assert request["model"] == OTHER_MODEL
+    assert messages_of(request, "user")[-1] == "/etc/hosts: what is it"
 
 
 def _session_number(app: PtyApp, title: str) -> str:
@@ -74,12 +73,21 @@ def test_new_and_sessions_switch(launch: Launch, start_fake: StartFake) -> None:
     assert "Answer one." in messages_of(third, "assistant")
 
 
-def _assert_clean_exit(app: PtyApp, dirs: PtyDirs) -> str:
-    """Terminal restored, resume hint printed, runtime dir removed; returns the hint."""
-    app.assert_terminal_restored()
-    hint = app.wait_for(RESUME_HINT, timeout=2)
+def _assert_nothing_left(app: PtyApp, dirs: PtyDirs) -> None:
+    """No process, private runtime dir, relay manifest or socket outlives the app."""
+    assert pids_with_token(app.token) == []
     leftovers = [p for p in os.listdir(dirs.runtime) if p.startswith("zcoder-")]
     assert leftovers == [], leftovers
+    if dirs.relay.exists():
+        relay = [p for p in dirs.relay.rglob("*") if p.suffix == ".json" or p.is_socket()]
+        assert relay == [], relay
+
+
+def _assert_clean_exit(app: PtyApp, dirs: PtyDirs) -> str:
+    """Terminal restored, resume hint printed, nothing left behind; returns the hint."""
+    app.assert_terminal_restored()
+    hint = app.wait_for(RESUME_HINT, timeout=2)
+    _assert_nothing_left(app, dirs)
     return hint
 
 
@@ -111,6 +119,23 @@ def test_sigterm_exits_cleanly(launch: Launch, start_fake: StartFake, pty_dirs: 
     # terminal and prints no hint, which the next check catches.
     assert status in (0, 128 + signal.SIGTERM)
     _assert_clean_exit(app, pty_dirs)
+
+
+def test_hang_up_ends_the_app_and_leaves_nothing(
+    launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs
+) -> None:
+    fake = start_fake(script(text_response("Noted.")))
+    app = launch.zcoder(fake.url)
+    wait_ready(app)
+    submit(app, "remember this")
+    app.wait_for("Noted.")
+    pid = app.app_pid
+    app.hang_up()
+    deadline = time.monotonic() + 10
+    while process_state(pid) not in (None, "Z"):
+        assert time.monotonic() < deadline, "zcoder outlived its terminal"
+        time.sleep(0.05)
+    _assert_nothing_left(app, pty_dirs)
 
 
 def test_ollama_down_is_one_line_and_app_stays_up(launch: Launch) -> None:

@@ -86,7 +86,7 @@ def test_valid_ping() -> None:
         "quotes \" ' and backslashes \\ \\n \\u0000",
         "glob *?[] {a,b} $(rm -rf /) `id` ~",
         "emoji 😀👍🏽 and é, 漢字, Ω",
-        "\x00 NUL and \x1b[31m escape are literal data",
+        "\x1b[31m escapes and \x07 bells are data",
         "x",
     ],
 )
@@ -119,6 +119,7 @@ def test_payload_limit_counts_bytes() -> None:
         ({"body": ""}, "body"),
         ({"body": " \n\t "}, "body"),
         ({"body": "\ud800 lone surrogate"}, "body"),
+        ({"body": "a\x00b"}, "body must be non-blank UTF-8 text without NUL"),
         ({"body": 5}, "expected a string"),
         ({"body": ["a"]}, "expected a string"),
         ({"body": None}, "expected a string"),

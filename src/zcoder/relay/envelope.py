@@ -18,8 +18,9 @@ the integer 1, ``true`` is not an integer, ``1.0`` is not an integer):
 * ``sender_project``: at most 256 characters, no NUL. ``sender_workspace``: an absolute
   path, 1 to 4096 characters, no NUL.
 * ``body``: not empty or only whitespace, at most ``max_message_chars`` characters (Unicode
-  code points, whatever the locale; the byte size is bounded by the frame limit), any text
-  otherwise: newlines, quotes, backslashes, glob characters, emoji are literal data.
+  code points, whatever the locale; the byte size is bounded by the frame limit), no NUL,
+  any text otherwise: tabs, newlines, quotes, backslashes, glob characters, escape
+  sequences and emoji are literal data.
 * ``created_at``: integer seconds since the epoch, 0 to 2**53.
 * ack ``status``: one of ``STATUSES``; ``queue_position``: optional integer >= 1 (with
   ``accepted``/``duplicate``); ``state``: optional, ``ready``/``busy``/``paused`` (with
@@ -108,7 +109,7 @@ def _text(value: str, low: int, high: int) -> bool:
 
 
 def _body(value: str) -> bool:
-    return bool(value.strip()) and _utf8(value)
+    return bool(value.strip()) and "\0" not in value and _utf8(value)
 
 
 def _optional(check: _Check) -> _Check:
@@ -134,7 +135,7 @@ _workspace = _check(
     lambda v: v.startswith("/") and _text(v, 1, MAX_WORKSPACE_CHARS),
     "an absolute path of at most 4096 characters, no NUL",
 )
-_body_check = _check(str, _body, "non-blank UTF-8 text")
+_body_check = _check(str, _body, "non-blank UTF-8 text without NUL")
 _timestamp = _check(int, lambda v: 0 <= v <= _MAX_TIME, f"an integer from 0 to {_MAX_TIME}")
 _status = _check(str, STATUSES.__contains__, "an ack status")
 _position = _optional(_check(int, lambda v: v >= 1, "an integer >= 1"))

@@ -185,3 +185,22 @@ def wait_requests(fake: FakeOllamaProcess, count: int) -> list[dict[str, Any]]:
         assert time.monotonic() < deadline, f"expected {count} chat requests, got {requests}"
         time.sleep(0.05)
     return requests
+
+
+# A command that records its pid in the workspace, then sleeps in that same process.
+SLEEP_COMMAND = "sh -c 'echo $$ > sleep.pid; exec sleep 30'"
+
+
+def sleep_pid(workspace: Path) -> int:
+    """Wait for ``SLEEP_COMMAND`` to be running; return the sleep's pid."""
+    pid_file = workspace / "sleep.pid"
+    deadline = time.monotonic() + 10
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.02)
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while b"sleep" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+        assert time.monotonic() < deadline, "the command never became sleep"
+        time.sleep(0.02)
+    return pid

@@ -10,11 +10,14 @@ import time
 from tests.ui.conftest import (
     DEFAULT_MODEL,
     RESUME_HINT,
+    SLEEP_COMMAND,
     Launch,
     PtyDirs,
     StartFake,
+    command_response,
     messages_of,
     script,
+    sleep_pid,
     status_line,
     submit,
     text_response,
@@ -118,6 +121,27 @@ def test_sigterm_exits_cleanly(launch: Launch, start_fake: StartFake, pty_dirs: 
     # 143 is also what a default SIGTERM death reports, but such a death restores no
     # terminal and prints no hint, which the next check catches.
     assert status in (0, 128 + signal.SIGTERM)
+    _assert_clean_exit(app, pty_dirs)
+
+
+def test_ctrl_c_clears_then_exits_even_mid_command(
+    launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs
+) -> None:
+    fake = start_fake(script(command_response(SLEEP_COMMAND)))
+    app = launch.zcoder(fake.url, "--yes")
+    wait_ready(app)
+    submit(app, "sleep for a while")
+    pid = sleep_pid(pty_dirs.workspace)
+    app.send("draft words")
+    app.wait_for("draft words", where="screen")
+    app.press("ctrl-c")  # clears the input, nothing else
+    app.wait_gone("draft words")
+    assert process_state(pid) not in (None, "Z")
+    app.press("ctrl-c")  # on an empty input: exit, killing the running command
+    status = app.wait_exit()
+    print(f"\nexit status after Ctrl-C: {status}")
+    assert status in (0, 130)
+    assert process_state(pid) in (None, "Z"), "the running command outlived zcoder"
     _assert_clean_exit(app, pty_dirs)
 
 

@@ -7,13 +7,13 @@ read back, and the fake's recorded requests show what the app sent.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
 from tests.ui.conftest import (
     APPROVAL_QUESTION,
     QUEUED,
+    SLEEP_COMMAND,
     STOPPED,
     Launch,
     PtyDirs,
@@ -21,6 +21,7 @@ from tests.ui.conftest import (
     command_response,
     messages_of,
     script,
+    sleep_pid,
     status_line,
     submit,
     text_response,
@@ -130,29 +131,14 @@ def test_escape_stops_a_slow_stream(launch: Launch, start_fake: StartFake) -> No
     assert sorted(outcomes) == ["client_disconnected", "complete"]
 
 
-def _sleep_pid(workspace: Path) -> int:
-    pid_file = workspace / "sleep.pid"
-    deadline = time.monotonic() + 10
-    while not pid_file.exists() or not pid_file.read_text().strip():
-        assert time.monotonic() < deadline, "the command never started"
-        time.sleep(0.02)
-    pid = int(pid_file.read_text())
-    deadline = time.monotonic() + 5
-    while b"sleep" not in Path(f"/proc/{pid}/cmdline").read_bytes():
-        assert time.monotonic() < deadline, "the command never became sleep"
-        time.sleep(0.02)
-    return pid
-
-
 def test_escape_kills_a_running_command(
     launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs
 ) -> None:
-    command = "sh -c 'echo $$ > sleep.pid; exec sleep 30'"
-    fake = start_fake(script(command_response(command), text_response("Next turn fine.")))
+    fake = start_fake(script(command_response(SLEEP_COMMAND), text_response("Next turn fine.")))
     app = launch.zcoder(fake.url, "--yes")
     wait_ready(app)
     submit(app, "sleep for a while")
-    pid = _sleep_pid(pty_dirs.workspace)
+    pid = sleep_pid(pty_dirs.workspace)
     started = time.monotonic()
     app.press("escape")
     app.wait_until(lambda a: process_state(pid) in (None, "Z"), "sleep killed", ESCAPE_BOUND + 5)

@@ -219,3 +219,14 @@ def test_alt_enter_inserts_a_newline(launch: Launch, start_fake: StartFake) -> N
     app.wait_for("Two lines received.")
     (request,) = wait_requests(fake, 1)
     assert messages_of(request, "user")[-1] == "line one\nline two"
+
+
+def test_control_characters_are_shown_not_obeyed(launch: Launch, start_fake: StartFake) -> None:
+    # A reply that would clear the screen and home the cursor if written raw.
+    fake = start_fake(script(text_response("before\x1b[2J\x1b[H", "after\x07 end")))
+    app = launch.zcoder(fake.url)
+    wait_ready(app)
+    submit(app, "show me controls")
+    app.wait_for("before^[[2J^[[Hafter^G end", where="screen")
+    assert "› show me controls" in app.screen_text()  # nothing was cleared
+    assert b"\x1b[2J\x1b[H" not in app.raw_bytes()

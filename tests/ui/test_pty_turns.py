@@ -39,7 +39,7 @@ def wait_question(app: PtyApp, command: str) -> None:
     """Wait for the approval question, then pause like a person reading it would."""
     app.wait_for(command, where="screen")
     app.wait_for(APPROVAL_QUESTION, where="screen")
-    time.sleep(0.5)
+    time.sleep(0.4)  # the app ignores keys until a question has been visible for 0.3 s
 
 
 def history_text(request: dict[str, object]) -> str:
@@ -190,14 +190,14 @@ def test_approval_keys_typed_early_do_not_answer(
     launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs, burst: bool
 ) -> None:
     command = "echo EARLY > early.txt"
-    asks = command_response(command, delay=0.6, say="Let me check.")
+    asks = command_response(command, delay=0.5, say="Let me check.")
     fake = start_fake(script(asks, text_response("Denied, fine.")))
     app = launch.zcoder(fake.url)
     wait_ready(app)
     submit(app, "do the early thing")
     _type_into_question(app, burst)
     wait_question(app, command)
-    time.sleep(0.5)
+    time.sleep(0.3)
     assert APPROVAL_QUESTION.search(app.screen_text()), app.describe()
     assert not (pty_dirs.workspace / "early.txt").exists()
     assert len(fake.chat_requests()) == 1

@@ -133,9 +133,9 @@ RESUME_HINT = re.compile(r"zcoder --resume \S+")
 
 
 def status_line(app: PtyApp, *needles: str) -> str | None:
-    """The visible line holding every needle plus the profile name (the status bar)."""
+    """The status bar (`` state  model │ profile │ “title” ...``) if it holds every needle."""
     for line in app.screen_text().splitlines():
-        if "coding" in line and all(n in line for n in needles):
+        if "│ coding │" in line and all(n in line for n in needles):
             return line
     return None
 

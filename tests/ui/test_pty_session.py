@@ -46,6 +46,24 @@ def test_model_lists_and_switches(launch: Launch, start_fake: StartFake) -> None
     assert messages_of(request, "user")[-1] == "/etc/hosts: what is it"
 
 
+def test_warmup_loads_the_model_before_the_first_turn(
+    launch: Launch, start_fake: StartFake
+) -> None:
+    fake = start_fake(script(text_response("Warm answer.")))
+    app = launch.zcoder(fake.url, warmup=True)
+    wait_ready(app)
+    app.wait_until(lambda a: bool(fake.requests()), "a warm-up request")
+    (load,) = fake.requests()
+    assert load["model"] == DEFAULT_MODEL
+    assert load["messages"] == []
+    wait_status(app, " ready ")
+    submit(app, "first real prompt")
+    app.wait_for("Warm answer.")
+    (request,) = wait_requests(fake, 1)
+    # The warm-up's result is never stored: the history is the system prompt and the prompt.
+    assert [m["role"] for m in request["messages"]] == ["system", "user"]
+
+
 def _session_number(app: PtyApp, title: str) -> str:
     """Wait for ``/sessions`` to list ``title`` as ``N. title``; return N."""
     listed = app.wait_for(re.compile(rf"(\d+)\. {re.escape(title)}"))

@@ -155,3 +155,15 @@ async def test_cancellation_propagates(tmp_path: Path, autojump_clock: trio.abc.
     with trio.move_on_after(5) as scope:
         await toolbox.call("t", {}, ToolContext(workspace=tmp_path))
     assert scope.cancelled_caught
+
+
+async def test_error_summary_tells_the_user_why(tmp_path: Path) -> None:
+    toolbox = Toolbox(core_tools())
+    ctx = ToolContext(workspace=tmp_path)
+    refused = await toolbox.call("read_file", {"path": "../x"}, ctx)
+    assert refused.summary == "path escapes the workspace: ../x"
+    invalid = await toolbox.call("read_file", {}, ctx)
+    assert invalid.summary == "invalid arguments for read_file: missing required argument 'path'"
+    unknown = await toolbox.call("nope", {}, ctx)
+    assert unknown.summary.startswith("unknown tool nope; available: list_files")
+    assert len(unknown.summary) <= 120

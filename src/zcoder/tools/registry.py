@@ -47,7 +47,8 @@ def core_tools() -> list[Tool]:
 
 
 def _error(text: str) -> ToolResult:
-    return ToolResult(text=f"Error: {text}", ok=False, summary="error")
+    # The summary is what the user sees on the tool card: the reason, not just "error".
+    return ToolResult(text=f"Error: {text}", ok=False, summary=_one_line(text))
 
 
 def _one_line(text: str) -> str:

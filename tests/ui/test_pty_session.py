@@ -115,7 +115,7 @@ def _assert_clean_exit(app: PtyApp, dirs: PtyDirs) -> str:
 def test_ctrl_d_exits_cleanly_with_resume_hint(
     launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs
 ) -> None:
-    fake = start_fake(script(text_response("Noted.")))
+    fake = start_fake(script(text_response("Noted."), text_response("Resumed.")))
     app = launch.zcoder(fake.url)
     wait_ready(app)
     submit(app, "remember this")
@@ -123,8 +123,14 @@ def test_ctrl_d_exits_cleanly_with_resume_hint(
     app.press("ctrl-d")
     assert app.wait_exit() == 0
     hint = _assert_clean_exit(app, pty_dirs)
-    session_id = hint.split()[-1]
-    assert list((pty_dirs.home / "zcoder").rglob(f"*{session_id}*")), "no saved session"
+    # The hint works: the resumed session continues the conversation.
+    again = launch.zcoder(fake.url, "--resume", hint.split()[-1])
+    wait_status(again, "remember this")
+    submit(again, "and now")
+    again.wait_for("Resumed.")
+    _, request = wait_requests(fake, 2)
+    assert messages_of(request, "user") == ["remember this", "and now"]
+    assert messages_of(request, "assistant") == ["Noted."]
 
 
 def test_sigterm_exits_cleanly(launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs) -> None:

@@ -1,0 +1,421 @@
+"""Relay benchmark: round trips, discovery and idle cost. Run ``python bench/relay.py``.
+
+Prints percentiles of ping and enqueue round trips between two processes (zcoder's client
+and listener with the real spool and sender check), the same against a minimal blocking
+``socket`` server in another process (the baseline; enqueue writes a file by temp +
+rename), ratios to the baseline, discovery time with 1, 8 and 32 live peers and with 128
+stale manifests added, and the CPU a listening service uses while idle for 2 s.
+
+The child processes are this file run with a role argument (``serve-zcoder``,
+``serve-baseline``, ``serve-peers``); they print ``ready`` and serve until killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import os
+import random
+import secrets
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import attrs
+import trio
+
+from zcoder.relay import client
+from zcoder.relay.envelope import Enqueue, Limits
+from zcoder.relay.listener import Listener, open_unix_listener
+from zcoder.relay.paths import reserve_instance
+from zcoder.relay.registry import Manifest, discover, publish_manifest, sender_is_registered
+from zcoder.relay.spool import Spool
+
+REQUESTS = 2000
+WARMUP = 200
+DISCOVERY_RUNS = 100
+_HERE = Path(__file__).resolve()
+
+
+# -- the processes under test ------------------------------------------------------------
+
+
+def manifest_for(relay_dir: Path, instance_id: str, project: str) -> Manifest:
+    return Manifest(
+        protocol=1,
+        instance_id=instance_id,
+        pid=int(instance_id.split("-", 1)[0]),
+        project=project,
+        workspace=f"/work/{project}",
+        session_id="1788012120_10392",
+        profile="coding",
+        model="qwen3-coder",
+        socket=os.fspath(relay_dir / f"a-{instance_id}.sock"),
+        state="ready",
+        started_at=int(time.time()),
+    )
+
+
+async def serve_zcoder(relay_dir: Path, spool_root: Path, count: int) -> None:
+    """``count`` instances in this process, each with its listener, spool and manifest; a
+    drainer claims and completes accepted messages as the foreground would."""
+    async with trio.open_nursery() as nursery:
+        for n in range(count):
+            reservation = reserve_instance(relay_dir)
+            spool = Spool(spool_root / reservation.instance_id, max_queue=16)
+            spool.create()
+            listener = Listener(
+                instance_id=reservation.instance_id,
+                spool=spool,
+                sender_check=lambda env: sender_is_registered(relay_dir, env),
+                state=lambda: "ready",
+                limits=Limits(),
+                io_timeout=2.0,
+            )
+            trio_listener = await open_unix_listener(reservation.socket_path)
+            await nursery.start(listener.serve, [trio_listener])
+            manifest = manifest_for(relay_dir, reservation.instance_id, f"peer{n}")
+            publish_manifest(reservation.manifest_path, manifest)
+            nursery.start_soon(drain, spool)
+            print(reservation.instance_id, flush=True)
+        print("ready", flush=True)
+
+
+async def drain(spool: Spool) -> None:
+    while True:
+        await spool.wait_for_work()
+        claimed = spool.claim()
+        if claimed is not None:
+            spool.complete(claimed)
+
+
+def read_exact(conn: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = conn.recv(n - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+
+def baseline_answer(payload: bytes, spool: Path) -> bytes:
+    request = json.loads(payload)
+    if request["type"] == "ping":
+        ack = {"protocol": 1, "type": "ack", "message_id": request["message_id"]}
+        ack.update(status="pong", state="ready")
+    else:
+        temp = spool / f".tmp-{secrets.token_hex(8)}"
+        temp.write_bytes(payload)
+        temp.rename(spool / f"{request['message_id']}.json")
+        ack = {"protocol": 1, "type": "ack", "message_id": request["message_id"]}
+        ack.update(status="accepted", queue_position=1)
+    body = json.dumps(ack, separators=(",", ":")).encode()
+    return b"ZCODER-AGENT/1 %d\n%s" % (len(body), body)
+
+
+def serve_baseline(path: Path, spool: Path) -> None:
+    """A minimal blocking server: one connection at a time, no validation beyond JSON."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(os.fspath(path))
+    server.listen(64)
+    print("ready", flush=True)
+    while True:
+        conn, _ = server.accept()
+        with conn:
+            header = b""
+            while not header.endswith(b"\n"):
+                header += read_exact(conn, 1)
+            payload = read_exact(conn, int(header.split(b" ")[1]))
+            conn.sendall(baseline_answer(payload, spool))
+
+
+@contextmanager
+def child(*args: str) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
+    """Start this file with ``args``; yield it and the lines it printed before ``ready``."""
+    proc = subprocess.Popen(
+        [sys.executable, os.fspath(_HERE), *args], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    try:
+        while (line := proc.stdout.readline().strip()) != "ready":
+            if not line:
+                raise RuntimeError(f"child {args} failed to start")
+            lines.append(line)
+        yield proc, lines
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+# -- measurements --------------------------------------------------------------------------
+
+
+def blocking_request(path: Path, frame: bytes) -> bytes:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(os.fspath(path))
+        sock.sendall(frame)
+        header = b""
+        while not header.endswith(b"\n"):
+            header += read_exact(sock, 1)
+        return read_exact(sock, int(header.split(b" ")[1]))
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    cuts = statistics.quantiles(samples, n=100, method="inclusive")
+    return cuts[49], cuts[98]
+
+
+Request = Callable[[int], Awaitable[object]]
+
+
+async def interleaved(requests: dict[str, Request]) -> dict[str, list[float]]:
+    """Round-robin in a fresh random order each round, so that every variant sees the
+    same machine load (the host is shared); the first ``WARMUP`` rounds are not kept."""
+    names = list(requests)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for i in range(-WARMUP, REQUESTS):
+        random.shuffle(names)
+        for name in names:
+            start = time.perf_counter()
+            await requests[name](i)
+            if i >= 0:
+                samples[name].append(time.perf_counter() - start)
+    return samples
+
+
+def envelope(sender: str, target: str, n: int) -> Enqueue:
+    return Enqueue(
+        protocol=1,
+        type="enqueue",
+        message_id=client.new_message_id(sender, n),
+        target_instance_id=target,
+        sender_instance_id=sender,
+        sender_pid=os.getpid(),
+        sender_project="bench",
+        sender_workspace="/work/bench",
+        body="Update weeklyDigest.ts for users.display_name and run its focused tests.",
+        created_at=int(time.time()),
+    )
+
+
+def frame_of(obj: object) -> bytes:
+    body = json.dumps(obj, separators=(",", ":")).encode()
+    return b"ZCODER-AGENT/1 %d\n%s" % (len(body), body)
+
+
+def ms(value: float) -> str:
+    return f"{value * 1000:.3f} ms"
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time of ``pid`` (nanosecond schedstat when present, else clock ticks)."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle_cpu(pid: int, seconds: float = 2.0) -> float:
+    time.sleep(0.5)  # let the last connections finish
+    before = cpu_seconds(pid)
+    time.sleep(seconds)
+    return cpu_seconds(pid) - before
+
+
+@attrs.frozen
+class Servers:
+    sender: str  # our instance id, registered so that the sender check passes
+    target: str
+    zcoder: Path
+    baseline: Path
+    zcoder_pid: int
+    baseline_pid: int
+
+
+def variants(kind: str, srv: Servers) -> dict[str, Request]:
+    """The same request three ways: baseline, zcoder with its own client, zcoder with the
+    baseline's blocking client (isolating the server)."""
+    ids = itertools.count(1)
+
+    def frame(i: int) -> bytes:
+        if kind == "ping":
+            fields = {"protocol": 1, "type": "ping", "message_id": f"{srv.sender}-p"}
+            return frame_of(
+                {**fields, "target_instance_id": srv.target, "sender_instance_id": srv.sender}
+            )
+        return frame_of(attrs.asdict(envelope(srv.sender, srv.target, next(ids))))
+
+    async def baseline(i: int) -> object:
+        return blocking_request(srv.baseline, frame(i))
+
+    async def ours_blocking(i: int) -> object:
+        reply = blocking_request(srv.zcoder, frame(i))
+        assert b'"pong"' in reply or b'"accepted"' in reply, reply
+        return reply
+
+    async def ours(i: int) -> object:
+        if kind == "ping":
+            return await client.ping(
+                srv.zcoder, target_instance_id=srv.target, sender_instance_id=srv.sender
+            )
+        ack = await client.send(
+            srv.zcoder, envelope(srv.sender, srv.target, next(ids)), io_timeout=2
+        )
+        assert ack.status == "accepted", ack
+        return ack
+
+    return {"baseline": baseline, "zcoder": ours, "zcoder, blocking client": ours_blocking}
+
+
+def report(kind: str, srv: Servers) -> float:
+    """Print the rows of one kind of request; return the baseline's p50."""
+    cpu = (cpu_seconds(srv.baseline_pid), cpu_seconds(srv.zcoder_pid))
+    samples = trio.run(interleaved, variants(kind, srv))
+    rounds = WARMUP + REQUESTS
+    cpu_base = (cpu_seconds(srv.baseline_pid) - cpu[0]) / rounds
+    cpu_ours = (cpu_seconds(srv.zcoder_pid) - cpu[1]) / (2 * rounds)
+    base50 = percentiles(samples["baseline"])[0]
+    for name, values in samples.items():
+        p50, p99 = percentiles(values)
+        server_cpu = cpu_base if name == "baseline" else cpu_ours
+        row = f"  {kind:7} {name:24}{ms(p50):>11}{ms(p99):>11}{p50 / base50:>8.2f}x"
+        print(f"{row}{server_cpu * 1e6:>9.0f} us")
+    return base50
+
+
+@contextmanager
+def servers(root: Path, spool_parent: Path) -> Iterator[Servers]:
+    relay_dir = private_dir(root / f"agents-{secrets.token_hex(3)}")
+    me = reserve_instance(relay_dir)
+    publish_manifest(me.manifest_path, manifest_for(relay_dir, me.instance_id, "bench"))
+    spools = Path(tempfile.mkdtemp(prefix="zb", dir=spool_parent))
+    base_sock = relay_dir / "baseline.sock"
+    try:
+        with (
+            child("serve-zcoder", os.fspath(relay_dir), os.fspath(spools), "1") as (z, ids),
+            child("serve-baseline", os.fspath(base_sock), os.fspath(spools)) as (b, _),
+        ):
+            sock = relay_dir / f"a-{ids[0]}.sock"
+            yield Servers(me.instance_id, ids[0], sock, base_sock, z.pid, b.pid)
+    finally:
+        shutil.rmtree(spools, ignore_errors=True)
+
+
+def round_trips(root: Path) -> float:
+    """Print the round-trip figures; return the baseline ping's p50."""
+    print(f"round trips between two processes: {REQUESTS} of each after {WARMUP} warm-up,")
+    print("variants interleaved in random order (the host is shared; ratios are the figure)")
+    print(f"  {'':32}{'p50':>11}{'p99':>11}{'ratio':>9}{'srv CPU':>12}")
+    shm = Path("/dev/shm")
+    with servers(root, shm if shm.is_dir() else root) as srv:
+        base_ping = report("ping", srv)
+        report("enqueue", srv)
+        idle = idle_cpu(srv.zcoder_pid)
+    print("  (enqueue spool on tmpfs, as under $XDG_RUNTIME_DIR; again on /tmp:)")
+    with servers(root, Path(tempfile.gettempdir())) as srv:
+        report("enqueue", srv)
+    print(f"idle listener (1 instance) CPU over 2 s: {idle * 1000:.3f} ms")
+    return base_ping
+
+
+def private_dir(path: Path) -> Path:
+    path.mkdir(mode=0o700)
+    return path
+
+
+def add_stale(relay_dir: Path, count: int, pid: int, tag: str) -> None:
+    """Manifests of dead processes (pids above ``pid``): half without a socket, half with a
+    dead socket file (connecting is refused)."""
+    for n in range(count):
+        while True:
+            pid += 1
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            except PermissionError:
+                continue
+        instance_id = f"{pid}-{tag}{n:04d}"
+        publish_manifest(
+            relay_dir / f"a-{instance_id}.json", manifest_for(relay_dir, instance_id, "stale")
+        )
+        if n % 2:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as dead:
+                dead.bind(os.fspath(relay_dir / f"a-{instance_id}.sock"))
+
+
+async def time_discovery(relay_dir: Path) -> tuple[float, float, int]:
+    found = len(await discover(relay_dir, exclude_instance_id=None, io_timeout=2.0))
+    samples = []
+    for _ in range(DISCOVERY_RUNS):
+        start = time.perf_counter()
+        peers = await discover(relay_dir, exclude_instance_id=None, io_timeout=2.0)
+        samples.append(time.perf_counter() - start)
+        found = min(found, len(peers))
+    p50, p99 = percentiles(samples)
+    return p50, p99, found
+
+
+def discovery(root: Path, base_ping: float) -> None:
+    print(f"discovery, {DISCOVERY_RUNS} runs each (peers served by processes of 8 listeners)")
+    print(f"  {'':32}{'p50':>11}{'p99':>11}  {'p50 in baseline pings':>22}")
+    for live in (1, 8, 32):
+        relay_dir = private_dir(root / f"d{live}")
+        spools = private_dir(root / f"s{live}")
+        with contextlib.ExitStack() as stack:
+            procs = []
+            for n in range(0, live, 8):
+                args = (os.fspath(relay_dir), os.fspath(spools), str(min(8, live - n)))
+                procs.append(stack.enter_context(child("serve-zcoder", *args))[0])
+            p50 = discovery_row(relay_dir, f"{live} live peers", base_ping)
+            if live == 32:
+                # names "a-4000001-..." sort after the live ones, so all 32 stay in the
+                # first 128 names that discovery reads
+                add_stale(relay_dir, 128, 4_000_000, "late")
+                s50 = discovery_row(relay_dir, f"{live} live + 128 stale", base_ping)
+                print(f"  128 stale manifests add {ms(s50 - p50)} at p50")
+                idle = max(idle_cpu(p.pid) for p in procs)
+                add_stale(relay_dir, 128, 1_000_000, "early")
+                discovery_row(relay_dir, "+ 128 stale sorting first", base_ping)
+                print(f"idle CPU of a process serving 8 listeners, 2 s: {idle * 1000:.3f} ms")
+
+
+def discovery_row(relay_dir: Path, label: str, base_ping: float) -> float:
+    p50, p99, found = trio.run(time_discovery, relay_dir)
+    row = f"  {label:32}{ms(p50):>11}{ms(p99):>11}  {p50 / base_ping:>22.0f}"
+    print(f"{row}   found {found}")
+    return p50
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("role", nargs="?", default="bench")
+    parser.add_argument("args", nargs="*")
+    opts = parser.parse_args()
+    if opts.role == "serve-zcoder":
+        relay_dir, spools, count = opts.args
+        trio.run(serve_zcoder, Path(relay_dir), Path(spools), int(count))
+    elif opts.role == "serve-baseline":
+        serve_baseline(Path(opts.args[0]), Path(opts.args[1]))
+    else:
+        root = Path(tempfile.mkdtemp(prefix="zb", dir="/tmp"))
+        try:
+            discovery(root, round_trips(root))
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

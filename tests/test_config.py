@@ -98,3 +98,25 @@ def test_relay_settings_read() -> None:
     env = {"ZCODER_RELAY": "paused", "ZCODER_RELAY_DIR": "/tmp/x", "ZCODER_RELAY_IO_TIMEOUT": "0.5"}
     r = load_config(RawOptions(), env).relay
     assert (r.mode, r.dir, r.io_timeout) == ("paused", Path("/tmp/x"), 0.5)
+
+
+@pytest.mark.parametrize(
+    ("env", "option"),
+    [
+        ({"ZCODER_PROFILE": "ops"}, "ZCODER_PROFILE"),
+        ({"ZCODER_MODEL": "a b"}, "ZCODER_MODEL"),
+        ({"OLLAMA_HOST": "ftp://x"}, "OLLAMA_HOST"),
+        ({"ZCODER_WORKSPACE": "/nonexistent/zz"}, "ZCODER_WORKSPACE"),
+    ],
+)
+def test_a_bad_environment_value_names_the_variable(env: dict[str, str], option: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(RawOptions(), env)
+    assert info.value.option == option
+    assert str(info.value).startswith(f"{option}: '")
+
+
+def test_a_policy_flag_overrides_a_bad_policy_variable() -> None:
+    env = {"ZCODER_COMMAND_POLICY": "maybe"}
+    assert load_config(RawOptions(yes=True), env).command_policy == "allow"
+    assert load_config(RawOptions(deny_commands=True), env).command_policy == "deny"

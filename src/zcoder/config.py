@@ -124,14 +124,14 @@ def _int(option: str, value: str, low: int, high: int) -> int:
     return int(value)
 
 
-def _workspace(value: str) -> Path:
+def _workspace(name: str, value: str) -> Path:
     path = Path(value).expanduser()
     try:
         resolved = path.resolve(strict=True)
     except (OSError, RuntimeError):
-        raise ConfigError("--workspace", f"{value!r} does not exist") from None
+        raise ConfigError(name, f"{value!r} does not exist") from None
     if not resolved.is_dir():
-        raise ConfigError("--workspace", f"{value!r} is not a directory")
+        raise ConfigError(name, f"{value!r} is not a directory")
     return resolved
 
 
@@ -167,41 +167,79 @@ def relay_settings_from_env(env: Mapping[str, str]) -> RelaySettings:
     )
 
 
-def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
-    """Merge flags over environment over defaults, validating every value."""
-    profile = cast(
-        Profile, _choice("--profile", opts.profile or env.get("ZCODER_PROFILE", "coding"), PROFILES)
-    )
-    policy = cast(
-        CommandPolicy,
-        _choice("ZCODER_COMMAND_POLICY", env.get("ZCODER_COMMAND_POLICY", "ask"), POLICIES),
-    )
+_Given = tuple[str | None, str]
+
+
+def _setting(flag_value: str | None, flag: str, env: Mapping[str, str], var: str) -> _Given:
+    """The value of one setting and the name to blame for it: the flag when given, else
+    the environment variable (an empty variable counts as unset)."""
+    if flag_value:
+        return flag_value, flag
+    if env.get(var):
+        return env[var], var
+    return None, flag
+
+
+def _command_policy(opts: RawOptions, env: Mapping[str, str], profile: Profile) -> CommandPolicy:
     if opts.yes and opts.deny_commands:
         raise ConfigError("--yes", "cannot be combined with --deny-commands")
-    if opts.yes:
-        policy = "allow"
-    elif opts.deny_commands:
-        policy = "deny"
+    if opts.yes or opts.deny_commands:
+        policy: CommandPolicy = "allow" if opts.yes else "deny"
+    else:  # a flag overrides the variable, so the variable only matters without one
+        raw = env.get("ZCODER_COMMAND_POLICY", "ask")
+        policy = cast(CommandPolicy, _choice("ZCODER_COMMAND_POLICY", raw, POLICIES))
     if profile == "sysadmin" and policy == "allow":
         which = "--yes" if opts.yes else "ZCODER_COMMAND_POLICY=allow"
         raise ConfigError(which, "is refused with the sysadmin profile: every command asks")
-    model = (opts.model or env.get("ZCODER_MODEL") or DEFAULT_MODEL).strip()
+    return policy
+
+
+def _model(given: _Given) -> str:
+    raw, name = given
+    model = (raw or DEFAULT_MODEL).strip()
     if not model or any(c.isspace() or not c.isprintable() for c in model):
-        raise ConfigError("--model", f"{model!r} is not a model name like qwen3-coder:latest")
+        raise ConfigError(name, f"{model!r} is not a model name like qwen3-coder:latest")
+    return model
+
+
+def _host(given: _Given) -> str:
+    raw, name = given
+    try:
+        return normalize_host(raw or DEFAULT_HOST)
+    except ConfigError as exc:
+        raise ConfigError(name, str(exc).removeprefix("--host: ")) from None
+
+
+def _relay(env: Mapping[str, str]) -> tuple[RelaySettings, str]:
+    try:
+        return relay_settings_from_env(env), ""
+    except ConfigError as exc:
+        return RelaySettings(mode="off"), f"relay disabled: {exc}"
+
+
+def _check_flags(opts: RawOptions) -> None:
     if opts.context_window is not None and not 256 <= opts.context_window <= 2_097_152:
         raise ConfigError("--context-window", f"{opts.context_window} is not from 256 to 2097152")
-    warmup_env = _choice("ZCODER_WARMUP", env.get("ZCODER_WARMUP", "on"), ("on", "off"))
     if opts.prompt is not None and not opts.prompt.strip():
         raise ConfigError("--prompt", "is empty")
-    relay_problem = ""
-    try:
-        relay = relay_settings_from_env(env)
-    except ConfigError as exc:
-        relay, relay_problem = RelaySettings(mode="off"), f"relay disabled: {exc}"
+
+
+def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
+    """Merge flags over environment over defaults, validating every value; an error names
+    the flag or the environment variable the bad value came from."""
+    raw_profile, profile_name = _setting(opts.profile, "--profile", env, "ZCODER_PROFILE")
+    profile = cast(Profile, _choice(profile_name, raw_profile or "coding", PROFILES))
+    policy = _command_policy(opts, env, profile)
+    model = _model(_setting(opts.model, "--model", env, "ZCODER_MODEL"))
+    _check_flags(opts)
+    warmup_env = _choice("ZCODER_WARMUP", env.get("ZCODER_WARMUP", "on"), ("on", "off"))
+    host = _host(_setting(opts.host, "--host", env, "OLLAMA_HOST"))
+    raw_ws, ws_name = _setting(opts.workspace, "--workspace", env, "ZCODER_WORKSPACE")
+    relay, relay_problem = _relay(env)
     return Config(
         model=model,
-        host=normalize_host(opts.host or env.get("OLLAMA_HOST") or DEFAULT_HOST),
-        workspace=_workspace(opts.workspace or env.get("ZCODER_WORKSPACE") or os.getcwd()),
+        host=host,
+        workspace=_workspace(ws_name, raw_ws or os.getcwd()),
         profile=profile,
         command_policy=policy,
         home=default_home(env),

@@ -20,6 +20,7 @@ from zcoder.agent.loop import STOP_MARKER
 from zcoder.approval import ApprovalRequest
 from zcoder.conversation import EventRole, TranscriptEvent
 from zcoder.live import Entry, TextDelta, ThinkingDelta, ToolUpdate
+from zcoder.oneshot import resume_hint
 from zcoder.oneshot_io import StreamSink, TtyApprover, approval_prompt, visible
 from zcoder.session import SessionStore
 
@@ -347,3 +348,13 @@ async def test_tty_approver_without_a_terminal_denies() -> None:
     req = ApprovalRequest(kind="send", text="hi", choices=("y", "n"), target="1-2")
     assert await approver.ask(req) == "n"
     assert err.getvalue().startswith("zcoder: no terminal to ask on: denied the message")
+
+
+def test_resume_hint_only_for_a_saved_session(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "home", tmp_path, "coding")
+    session = store.create(MODEL)
+    assert resume_hint(store, session) == ""
+    store.save(session)
+    expected = f"session: {session.id} (resume with: zcoder --resume {session.id})\n"
+    assert resume_hint(store, session) == expected
+    store.release(session)

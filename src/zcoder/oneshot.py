@@ -24,7 +24,7 @@ from zcoder.oneshot_io import StreamSink, TtyApprover, visible
 from zcoder.session import Session, SessionStore
 from zcoder.tools.registry import Toolbox, core_tools
 
-__all__ = ["exit_status", "run_oneshot"]
+__all__ = ["exit_status", "resume_hint", "run_oneshot"]
 
 _SIGNAL_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
@@ -70,7 +70,15 @@ async def _main(config: Config) -> int:
         return await _run(config, store, session)
     finally:
         store.release(session)
-        sys.stderr.write(f"session: {session.id} (resume with: zcoder --resume {session.id})\n")
+        sys.stderr.write(resume_hint(store, session))
+
+
+def resume_hint(store: SessionStore, session: Session) -> str:
+    """The closing line naming the session; none for a session that was never saved (say,
+    Ctrl-C before the turn began), since there is nothing to resume."""
+    if not store.is_saved(session.id):
+        return ""
+    return f"session: {session.id} (resume with: zcoder --resume {session.id})\n"
 
 
 async def _run(config: Config, store: SessionStore, session: Session) -> int:

@@ -248,6 +248,11 @@ class SessionStore:
             ) from None
         session.updated_at = now
 
+    def is_saved(self, session_id: str) -> bool:
+        """Whether a file of the session exists (a new session has none before its first
+        ``save``)."""
+        return _ID.fullmatch(session_id) is not None and self._file(session_id).is_file()
+
     def release(self, session: Session) -> None:
         """Unlock the session (idempotent). Unsaved changes are not written."""
         self._release_id(session.id)

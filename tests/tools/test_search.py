@@ -83,7 +83,13 @@ async def test_search_limits_and_no_match(ws: Path, use_rg: bool) -> None:
     ]
     assert cut.summary == "2 matches (cut)"
     none = await search(ws, use_rg, query="absent")
-    assert (none.ok, none.text) == (True, "No matches for 'absent' in ..")
+    assert (none.ok, none.text) == (
+        True,
+        "No matches for 'absent' in the workspace "
+        "(binary files and files over 4 MiB are not searched).",
+    )
+    in_src = await search(ws, use_rg, query="absent", path="src")
+    assert in_src.text.startswith("No matches for 'absent' in src (")
 
 
 @pytest.mark.parametrize("use_rg", MODES)

@@ -140,7 +140,12 @@ async def _run_python_search(
 
 def _format(hits: list[Hit], cut: bool, query: str, where: str) -> str:
     if not hits:
-        return f"No matches for {query!r} in {where}."
+        place = "the workspace" if where == "." else where
+        # Say what was not looked at: a big log or a binary may hold the text after all.
+        return (
+            f"No matches for {query!r} in {place} (binary files and files over "
+            f"{MAX_SEARCH_BYTES // (1024 * 1024)} MiB are not searched)."
+        )
     lines = []
     for path, number, text in hits:
         if len(text) > _MAX_LINE_CHARS:

@@ -328,6 +328,13 @@ def test_sink_streams_once_and_prints_finish_responses() -> None:
     )
 
 
+def test_sink_renders_a_tool_name_visibly() -> None:
+    sink, _, err = _sink()
+    sink.emit(ToolUpdate("1.0", "ls\x1b[2J", "\x07", "running"))
+    sink.emit(ToolUpdate("1.0", "ls\x1b[2J", "\x07", "failed", summary="unknown tool"))
+    assert err.getvalue() == ("-> ls\\x1b[2J \\x07\n   ls\\x1b[2J failed: unknown tool\n")
+
+
 async def test_tty_approver_reads_the_terminal() -> None:
     master, slave = os.openpty()
     try:

@@ -97,11 +97,12 @@ class StreamSink:
             return
         self._end_thinking()
         self._end_answer()
+        name = visible(update.name)  # the model chose it: it may hold escapes too
         if update.state == "running":
-            line = f"-> {update.name} {visible(update.target)}"
+            line = f"-> {name} {visible(update.target)}"
         else:
             summary = f": {visible(update.summary)}" if update.summary else ""
-            line = f"   {update.name} {_MARKS[update.state]}{summary}"
+            line = f"   {name} {_MARKS[update.state]}{summary}"
         self._write_err(line + "\n")
 
     def _entry(self, entry: Entry) -> None:

@@ -32,11 +32,16 @@ def _frozen_mapping(value: Mapping[str, Any]) -> Mapping[str, Any]:
 
 @attrs.frozen
 class ToolCall:
-    """One call the model asked for; ``arguments`` is always a JSON object."""
+    """One call the model asked for; ``arguments`` is always a JSON object.
+
+    ``problem`` says why the arguments the model sent could not be read (say, a string that
+    is not JSON); such a call is answered with an ``Error:`` result and never run.
+    """
 
     name: str
     arguments: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
     id: str = ""
+    problem: str = ""
 
 
 @attrs.frozen

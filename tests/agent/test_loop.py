@@ -608,3 +608,19 @@ def test_token_estimate_counts_messages_calls_and_tools() -> None:
         Message(role="assistant", content="", tool_calls=(ToolCall("read_file", {"p": "a"}),)),
     ]
     assert estimate_tokens(messages, []) == (400 + len('{"p": "a"}') + len("read_file") + 2) // 4
+
+
+async def test_a_call_with_unreadable_arguments_is_answered_not_run(tmp_path: Path) -> None:
+    bad = ToolCall("read_file", {}, problem="the arguments are not JSON: {path")
+    rig = make_rig(tmp_path, [tools(bad, call("list_files")), text("Sorry.")])
+    outcome = await rig.agent.run_turn(user("look"))
+    assert outcome == TurnOutcome("answered", text="Sorry.")
+    assert [c[0] for c in rig.toolbox.calls] == ["list_files"]
+    answer = rig.session.history[2]
+    assert (answer.role, answer.tool_name, answer.content) == (
+        "tool",
+        "read_file",
+        "Error: invalid arguments for read_file: the arguments are not JSON: {path; "
+        "send them as a JSON object",
+    )
+    assert_history_valid(rig.session.history)

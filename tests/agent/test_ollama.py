@@ -137,12 +137,17 @@ async def test_tool_call_arguments_as_json_string_are_decoded() -> None:
 
 
 @pytest.mark.parametrize("arguments", ["[1, 2]", "not json", '"text"'])
-async def test_tool_call_arguments_not_an_object_is_malformed(arguments: str) -> None:
+async def test_tool_call_arguments_not_an_object_reach_the_loop_as_a_problem(
+    arguments: str,
+) -> None:
+    # The model's mistake, not the server's: the loop answers the call with an error.
     calls = [{"name": "read_file", "arguments": arguments}]
     with FakeOllama({"responses": [{"chunks": [{"tool_calls": calls}]}]}) as fake:
         async with OllamaClient(fake.url) as client:
-            with pytest.raises(MalformedStream, match="tool call 'read_file': arguments"):
-                await collect(client)
+            got = await collect(client)
+    [call] = [c for chunk in got for c in chunk.tool_calls]
+    assert (call.name, dict(call.arguments)) == ("read_file", {})
+    assert call.problem.startswith("the arguments are not ")
 
 
 async def test_done_reason_length_is_passed_on() -> None:

@@ -35,6 +35,25 @@ def test_decodes_a_tool_call_chunk_with_id() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ('{"path": "a"}', ({"path": "a"}, "")),
+        ("", ({}, "")),
+        ("not json", ({}, "the arguments are not JSON: not json")),
+        ("[1]", ({}, "the arguments are not a JSON object: [1]")),
+        (7, ({}, "the arguments are not a JSON object: 7")),
+    ],
+)
+def test_unusable_arguments_are_the_calls_problem(
+    arguments: Any, expected: tuple[dict[str, Any], str]
+) -> None:
+    call = {"function": {"name": "read_file", "arguments": arguments}}
+    obj = {"message": {"tool_calls": [call]}, "done": False}
+    [decoded] = decode_chat_line(line(obj)).tool_calls
+    assert (decoded.name, dict(decoded.arguments), decoded.problem) == ("read_file", *expected)
+
+
 def test_null_fields_are_empty() -> None:
     obj = {"message": {"content": None, "thinking": None, "tool_calls": None}, "done": False}
     assert decode_chat_line(line(obj)) == ChatChunk()

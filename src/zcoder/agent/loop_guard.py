@@ -42,7 +42,8 @@ RoundVerdict = Literal["ok", "warn", "stop"]
 def round_signature(calls: Sequence[ToolCall]) -> tuple[tuple[str, str], ...]:
     """Names and canonical arguments of one round, in order (call ids are ignored)."""
     return tuple(
-        (c.name, json.dumps(dict(c.arguments), sort_keys=True, default=str)) for c in calls
+        (c.name, json.dumps(dict(c.arguments), sort_keys=True, default=str) + c.problem)
+        for c in calls
     )
 
 

@@ -93,22 +93,25 @@ def _count(obj: Mapping[str, Any], key: str) -> int:
     return value
 
 
-def _arguments(raw: Any, name: str) -> Mapping[str, Any]:
-    # Ollama sends an object; some models and proxies send the object as a JSON string.
+def _arguments(raw: Any) -> tuple[Mapping[str, Any], str]:
+    """The arguments as an object, or ``{}`` and the reason they are unusable.
+
+    Ollama sends an object; some models and proxies send the object as a JSON string. Bad
+    arguments are the model's mistake, not the server's: the call is answered with an error
+    the model can correct, and the turn goes on.
+    """
     if raw is None:
-        return {}
+        return {}, ""
     if isinstance(raw, str):
         if not raw.strip():
-            return {}
+            return {}, ""
         try:
             raw = json.loads(raw)
         except json.JSONDecodeError:
-            raise MalformedStream(
-                f"tool call {name!r}: arguments are not JSON: {_preview(raw)}"
-            ) from None
+            return {}, f"the arguments are not JSON: {_preview(raw)}"
     if not isinstance(raw, dict):
-        raise MalformedStream(f"tool call {name!r}: arguments are not a JSON object: {raw!r:.80}")
-    return raw
+        return {}, f"the arguments are not a JSON object: {raw!r:.80}"
+    return raw, ""
 
 
 def decode_tool_call(obj: Any) -> ToolCall:
@@ -120,10 +123,12 @@ def decode_tool_call(obj: Any) -> ToolCall:
     if not isinstance(name, str) or not name:
         raise MalformedStream(f"tool call without a function name: {obj!r:.80}")
     call_id = obj.get("id")
+    arguments, problem = _arguments(function.get("arguments"))
     return ToolCall(
         name=name,
-        arguments=_arguments(function.get("arguments"), name),
+        arguments=arguments,
         id=call_id if isinstance(call_id, str) else "",
+        problem=problem,
     )
 
 

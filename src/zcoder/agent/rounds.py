@@ -200,7 +200,10 @@ class RoundRunner:
 
     async def _dispatch(self, key: str, call: ToolCall) -> _Refusal:
         refusal: _Refusal | None = None
-        if call.name == "finish":
+        if call.problem:
+            text = f"Error: invalid arguments for {call.name}: {call.problem}"
+            refusal = _refusal(text + "; send them as a JSON object", "failed", call.problem)
+        elif call.name == "finish":
             text = "Error: finish must be the only tool call of its step; call finish again, alone"
             refusal = _refusal(text, "failed", "finish was not called alone")
         elif call.name == "run_command":

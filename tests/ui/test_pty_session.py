@@ -37,6 +37,9 @@ def test_model_lists_and_switches(launch: Launch, start_fake: StartFake) -> None
     submit(app, "/model")
     app.wait_for(OTHER_MODEL)
     assert status_line(app, OTHER_MODEL) is None  # listed, not switched to
+    submit(app, "/model nosuch:7b")
+    app.wait_for(re.compile(r"✗.*nosuch:7b"))  # a clear error, and nothing changes
+    assert status_line(app, DEFAULT_MODEL) is not None
     submit(app, f"/model {OTHER_MODEL}")
     wait_status(app, OTHER_MODEL)
     submit(app, "/etc/hosts: what is it")  # not a command: it goes to the model

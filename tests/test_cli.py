@@ -27,7 +27,7 @@ def test_version_is_fast_and_light() -> None:
     ("argv", "needle"),
     [
         (["--profile", "x"], "--profile"),
-        (["--context-window", "abc"], "--context-window"),
+        (["--context-window", "abc"], "--context-window: 'abc' is not a whole number from 256"),
         (["--bogus"], "unrecognized arguments"),
         (["--host", "ftp://x"], "--host"),
         (["--server"], "reserved"),

@@ -37,8 +37,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _positive_int(text: str) -> int:
+    # The range itself is checked by load_config; say it here too, for one clear line.
     if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 256 to 2097152")
     return int(text)
 
 
@@ -77,15 +78,8 @@ def _agents_main(argv: Sequence[str]) -> int:
     return run_agents(as_json=bool(ns.json), env=os.environ)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["agents"]:
-        return _agents_main(args[1:])
-    ns = build_parser().parse_args(args)
-    if ns.server or ns.connect:
-        sys.stderr.write("zcoder: --server/--connect are reserved and not available yet\n")
-        return 2
-    opts = RawOptions(
+def _raw_options(ns: argparse.Namespace) -> RawOptions:
+    return RawOptions(
         model=ns.model,
         host=ns.host,
         workspace=ns.workspace,
@@ -99,8 +93,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         debug_log=ns.debug_log,
         prompt=ns.prompt,
     )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["agents"]:
+        return _agents_main(args[1:])
+    ns = build_parser().parse_args(args)
+    if ns.server or ns.connect:
+        sys.stderr.write("zcoder: --server/--connect are reserved and not available yet\n")
+        return 2
     try:
-        config = load_config(opts, os.environ)
+        config = load_config(_raw_options(ns), os.environ)
     except ConfigError as exc:
         sys.stderr.write(f"zcoder: {exc}\n")
         return 2

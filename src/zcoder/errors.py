@@ -68,7 +68,11 @@ class ModelError(ZcoderError):
 
 
 class ServerUnavailable(ModelError):
-    """The server could not be reached."""
+    """The server could not be reached; ``reason`` is the low-level cause, if known."""
+
+    def __init__(self, message: str, *, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class ModelHTTPError(ModelError):

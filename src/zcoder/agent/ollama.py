@@ -266,8 +266,10 @@ class OllamaClient:
             raise self._unavailable(exc) from None
 
     def _unavailable(self, exc: BaseException) -> ServerUnavailable:
+        reason = _describe(exc)
         return ServerUnavailable(
-            f"cannot reach Ollama at {self.base_url} ({_describe(exc)}); is `ollama serve` running?"
+            f"cannot reach Ollama at {self.base_url} ({reason}); is `ollama serve` running?",
+            reason=reason,
         )
 
     async def _read_all(self, response: httpx.Response, limit: int) -> bytes:

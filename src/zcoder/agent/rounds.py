@@ -71,7 +71,9 @@ def _one_line(text: str, limit: int = 300) -> str:
 def describe_model_error(exc: ModelError, host: str, model: str) -> str:
     """One line for the transcript that says what failed and what to do about it."""
     if isinstance(exc, ServerUnavailable):
-        return f"Ollama is not reachable at {host}: is `ollama serve` running? (or use --host)"
+        # The cause tells "nothing listens" from "something else answered on that port".
+        why = f" ({_one_line(exc.reason, 120)})" if exc.reason else ""
+        return f"Ollama is not reachable at {host}{why}: is `ollama serve` running? (or use --host)"
     if isinstance(exc, ModelHTTPError):
         if exc.status == 404 and "not found" in exc.server_message:
             return f"model '{model}' not found: run `ollama pull {model}`"

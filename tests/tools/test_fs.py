@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from zcoder.tools.base import ToolContext
+from zcoder.tools.files import MAX_FILE_BYTES
 from zcoder.tools.registry import Toolbox, core_tools
 
 from .conftest import Call
@@ -128,3 +129,32 @@ async def test_read_file_range(ws: Path, call: Call) -> None:
         missing.text
         == "Error: invalid arguments for read_file_range: missing required argument 'end_line'"
     )
+
+
+async def test_read_file_range_reads_a_file_too_large_to_read_whole(ws: Path, call: Call) -> None:
+    lines = MAX_FILE_BYTES // 8 + 10
+    (ws / "big.log").write_bytes(b"".join(b"%07d\n" % n for n in range(1, lines + 1)))
+    assert (await call("read_file", path="big.log")).text.startswith("Error: file too large")
+    result = await call("read_file_range", path="big.log", start_line=lines - 1, end_line=lines + 5)
+    assert result.text == f"big.log lines {lines - 1}-{lines} of {lines}:\n" + (
+        f"{lines - 1:6}\t{lines - 1:07d}\n{lines:6}\t{lines:07d}"
+    )
+
+
+async def test_read_file_range_stops_at_the_output_limit(ws: Path) -> None:
+    (ws / "a.txt").write_text("".join(f"line {n}\n" for n in range(1, 1001)))
+    ctx = ToolContext(workspace=ws, output_cap=400)
+    args = {"path": "a.txt", "start_line": 3, "end_line": 900}
+    result = await Toolbox(core_tools()).call("read_file_range", args, ctx)
+    end = int(result.summary.removeprefix("lines 3-"))
+    assert 10 < end < 30 and len(result.text) <= 400
+    assert result.text.startswith(f"a.txt lines 3-{end} of 1000:\n     3\tline 3\n")
+    assert result.text.endswith(
+        f"\n{end:6}\tline {end}\n[... stopped at the output limit; read on from line {end + 1} ...]"
+    )
+
+
+async def test_read_file_range_refuses_binary(ws: Path, call: Call) -> None:
+    (ws / "b.bin").write_bytes(b"ab\0cd\n")
+    result = await call("read_file_range", path="b.bin", start_line=1, end_line=1)
+    assert result.text == "Error: binary file: b.bin"

@@ -14,6 +14,7 @@ import secrets
 import stat
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from zcoder.errors import ToolError, WorkspaceError
 
@@ -23,6 +24,8 @@ __all__ = [
     "decode_text",
     "discard_staged",
     "is_binary",
+    "open_regular",
+    "read_line_range",
     "read_regular",
     "stage_write",
     "write_atomic",
@@ -32,8 +35,8 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 _BINARY_PROBE = 8192
 
 
-def read_regular(path: Path, shown: str, limit: int = MAX_FILE_BYTES) -> bytes:
-    """The bytes of the regular file ``path`` (canonical); ``shown`` names it in errors."""
+def open_regular(path: Path, shown: str) -> BinaryIO:
+    """The regular file ``path`` (canonical) opened for reading; ``shown`` names it in errors."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         fd = os.open(path, flags)
@@ -43,13 +46,39 @@ def read_regular(path: Path, shown: str, limit: int = MAX_FILE_BYTES) -> bytes:
         if exc.errno == errno.ELOOP:
             raise WorkspaceError(f"not a regular file: {shown}") from None
         raise WorkspaceError(f"cannot read {shown}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise WorkspaceError(f"not a regular file: {shown}")
-        if info.st_size > limit:
-            raise ToolError(f"file too large ({info.st_size} bytes, limit {limit}): {shown}")
+    f = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        f.close()
+        raise WorkspaceError(f"not a regular file: {shown}")
+    return f
+
+
+def read_regular(path: Path, shown: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of the regular file ``path`` (canonical); ``shown`` names it in errors."""
+    with open_regular(path, shown) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > limit:
+            raise ToolError(f"file too large ({size} bytes, limit {limit}): {shown}")
         return f.read(limit + 1)[:limit]
+
+
+def read_line_range(
+    path: Path, shown: str, first: int, last: int, max_chars: int
+) -> tuple[list[str], int]:
+    """Lines ``first``..``last`` (1-based; fewer once ``max_chars`` are kept) and the file's
+    line count, numbered as ``split_lines`` does. Streams, so a file of any size works."""
+    kept: list[str] = []
+    count = 0
+    with open_regular(path, shown) as f:
+        if is_binary(f.read(_BINARY_PROBE)):
+            raise ToolError(f"binary file: {shown}")
+        f.seek(0)
+        for count, raw in enumerate(f, start=1):
+            if first <= count <= last and (max_chars > 0 or not kept):
+                line = raw.decode("utf-8", errors="replace").removesuffix("\n").removesuffix("\r")
+                kept.append(line)
+                max_chars -= len(line) + 8  # the line number and tab in front
+    return kept, count
 
 
 def is_binary(data: bytes) -> bool:

@@ -17,7 +17,7 @@ import trio
 
 from zcoder.errors import ToolError
 from zcoder.tools.base import Tool, ToolContext, ToolResult, ToolSpec
-from zcoder.tools.files import decode_text, read_regular
+from zcoder.tools.files import decode_text, read_line_range, read_regular
 from zcoder.tools.output import cap_text
 from zcoder.tools.workspace import display, existing_dir, existing_file
 
@@ -31,6 +31,7 @@ SKIPPED_DIRS = frozenset(
 )  # fmt: skip
 
 _PATH = {"type": "string", "minLength": 1}
+_RANGE_FRAME = 120
 
 
 def _entry_name(entry: os.DirEntry[str], rel: str) -> tuple[str, bool]:
@@ -158,18 +159,28 @@ READ_FILE = Tool(
 )
 
 
+def _range_sync(ctx: ToolContext, raw: str, first: int, last: int) -> tuple[list[str], int]:
+    path = existing_file(ctx.workspace, raw)
+    # Room for the header and the "stopped" line, so the cap never cuts the middle out.
+    room = _RANGE_FRAME + len(raw)
+    return read_line_range(path, raw, first, last, ctx.output_cap - room)
+
+
 async def _read_file_range(args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     raw, first, last = args["path"], args["start_line"], args["end_line"]
     if last < first:
         raise ToolError(f"end_line ({last}) is before start_line ({first})")
-    text = await trio.to_thread.run_sync(_read_text, ctx, raw, abandon_on_cancel=True)
-    lines = split_lines(text)
-    if first > len(lines):
-        raise ToolError(f"start_line {first} is past the end of {raw} ({len(lines)} lines)")
-    last = min(last, len(lines))
-    body = "\n".join(f"{n:6}\t{lines[n - 1]}" for n in range(first, last + 1))
-    header = f"{raw} lines {first}-{last} of {len(lines)}:"
-    return ToolResult(text=f"{header}\n{body}", summary=f"lines {first}-{last}")
+    lines, total = await trio.to_thread.run_sync(
+        _range_sync, ctx, raw, first, last, abandon_on_cancel=True
+    )
+    if first > total:
+        raise ToolError(f"start_line {first} is past the end of {raw} ({total} lines)")
+    end = first + len(lines) - 1
+    body = "\n".join(f"{n:6}\t{line}" for n, line in enumerate(lines, start=first))
+    text = f"{raw} lines {first}-{end} of {total}:\n{body}"
+    if end < min(last, total):
+        text += f"\n[... stopped at the output limit; read on from line {end + 1} ...]"
+    return ToolResult(text=text, summary=f"lines {first}-{end}")
 
 
 READ_FILE_RANGE = Tool(

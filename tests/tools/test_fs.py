@@ -134,7 +134,9 @@ async def test_read_file_range(ws: Path, call: Call) -> None:
 async def test_read_file_range_reads_a_file_too_large_to_read_whole(ws: Path, call: Call) -> None:
     lines = MAX_FILE_BYTES // 8 + 10
     (ws / "big.log").write_bytes(b"".join(b"%07d\n" % n for n in range(1, lines + 1)))
-    assert (await call("read_file", path="big.log")).text.startswith("Error: file too large")
+    whole = await call("read_file", path="big.log")
+    assert whole.text.startswith("Error: file too large")
+    assert whole.text.endswith(": big.log; read it in parts with read_file_range")
     result = await call("read_file_range", path="big.log", start_line=lines - 1, end_line=lines + 5)
     assert result.text == f"big.log lines {lines - 1}-{lines} of {lines}:\n" + (
         f"{lines - 1:6}\t{lines - 1:07d}\n{lines:6}\t{lines:07d}"

@@ -127,7 +127,11 @@ def split_lines(text: str) -> list[str]:
 
 def _read_text(ctx: ToolContext, raw: str) -> str:
     path = existing_file(ctx.workspace, raw)
-    return decode_text(read_regular(path, raw), raw)
+    try:
+        data = read_regular(path, raw)
+    except ToolError as exc:  # too large: say how to read it after all
+        raise ToolError(f"{exc}; read it in parts with read_file_range") from None
+    return decode_text(data, raw)
 
 
 async def _read_file(args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:

@@ -367,3 +367,22 @@ def test_resume_hint_only_for_a_saved_session(tmp_path: Path) -> None:
     expected = f"session: {session.id} (resume with: zcoder --resume {session.id})\n"
     assert resume_hint(store, session) == expected
     store.release(session)
+
+
+def test_debug_log_records_the_turn(workspace: Path, tmp_path: Path) -> None:
+    script = {"models": [MODEL], "responses": [_tool("read_file", path="a.py"), _say("ok")]}
+    log = tmp_path / "debug.log"
+    with FakeOllama(script) as fake:
+        done = _run(["--host", fake.url, "--debug-log", str(log), "-p", "go"], workspace)
+    assert done.returncode == 0, done.stderr
+    text = log.read_text()
+    assert "zcoder.agent.rounds: tool read_file completed (a.py): 2 lines" in text
+    assert "zcoder.agent.loop: model reply: 2 chars, 0 tool calls, done_reason 'stop'" in text
+
+
+def test_unwritable_debug_log_is_a_usage_error(workspace: Path, tmp_path: Path) -> None:
+    done = _run(["--debug-log", str(tmp_path / "no" / "log"), "-p", "go"], workspace)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"zcoder: --debug-log: cannot write {tmp_path / 'no' / 'log'}: No such file or directory\n"
+    )

@@ -10,9 +10,11 @@ the history is made consistent and saved.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
+from pathlib import Path
 
 import trio
 
@@ -35,12 +37,28 @@ def exit_status(outcome: TurnOutcome) -> int:
 
 def run_oneshot(config: Config) -> int:
     """Run the turn of ``config.prompt``; return the process exit status."""
+    if config.debug_log is not None and not _open_debug_log(config.debug_log):
+        return 2
     try:
         return trio.run(_main, config)
     except KeyboardInterrupt:  # Ctrl-C before the turn could take it over
         return 130
     finally:
         _quiet_broken_stdout()
+
+
+def _open_debug_log(path: Path) -> bool:
+    """``--debug-log FILE``: everything logged at DEBUG goes to FILE, nothing to the terminal."""
+    try:
+        handler = logging.FileHandler(path, encoding="utf-8")
+    except OSError as exc:
+        sys.stderr.write(f"zcoder: --debug-log: cannot write {path}: {exc.strerror or exc}\n")
+        return False
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG)
+    return True
 
 
 def _quiet_broken_stdout() -> None:

@@ -10,6 +10,7 @@ next request, by ``interrupt`` if the turn is cancelled.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
@@ -33,6 +34,8 @@ __all__ = [
     "estimate_tokens",
     "text_tool_call",
 ]
+
+_log = logging.getLogger(__name__)
 
 STOP_MARKER = "[Response generation stopped by user.]"
 # Ollama's own default context is 2-4k tokens and it silently drops the start of a longer
@@ -135,6 +138,7 @@ class Turn:
             try:
                 reply = await self._stream()
             except ModelError as exc:
+                _log.warning("model request failed: %r", exc)
                 message = describe_model_error(exc, self._p.config.host, self._p.model())
                 return self._fail("error", message)
             outcome = await self._handle(reply)
@@ -227,6 +231,12 @@ class Turn:
             async for chunk in chunks:
                 self._take(reply, chunk)
         self._reply = None
+        _log.debug(
+            "model reply: %d chars, %d tool calls, done_reason %r",
+            len(reply.content),
+            len(reply.calls),
+            reply.done_reason,
+        )
         return reply
 
     def _take(self, reply: _Reply, chunk: ChatChunk) -> None:

@@ -5,6 +5,7 @@ tool results that keep the history valid (every call answered, in order).
 from __future__ import annotations
 
 import copy
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from zcoder.tools.registry import Toolbox
 
 __all__ = ["CANCELLED_TEXT", "INTERRUPTED_TEXT", "RoundRunner", "TurnParts", "describe_model_error"]
+
+_log = logging.getLogger(__name__)
 
 CANCELLED_TEXT = "not executed because the user cancelled"
 INTERRUPTED_TEXT = "interrupted because the user cancelled"
@@ -194,6 +197,7 @@ class RoundRunner:
             return
         if not result.summary:
             result = attrs.evolve(result, summary=_one_line(result.text, 200))
+        _log.debug("tool %s %s (%s): %s", call.name, state, self._target(call), result.summary)
         self._update(key, call, state, result)
         meta = {"name": call.name, "target": self._target(call), "state": state}
         if result.diff:

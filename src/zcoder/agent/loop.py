@@ -138,7 +138,7 @@ class Turn:
             try:
                 reply = await self._stream()
             except ModelError as exc:
-                _log.warning("model request failed: %r", exc)
+                _log.debug("model request failed: %r", exc)
                 message = describe_model_error(exc, self._p.config.host, self._p.model())
                 return self._fail("error", message)
             outcome = await self._handle(reply)

@@ -386,3 +386,28 @@ def test_unwritable_debug_log_is_a_usage_error(workspace: Path, tmp_path: Path) 
     assert done.stderr == (
         f"zcoder: --debug-log: cannot write {tmp_path / 'no' / 'log'}: No such file or directory\n"
     )
+
+
+def test_sink_holds_back_a_tool_call_printed_as_text() -> None:
+    sink, out, err = _sink()
+    for piece in ('```json\n{"name": "read_file", ', '"arguments": {"path": "a.py"}}\n```'):
+        sink.emit(TextDelta(piece))
+    assert out.getvalue() == ""
+    sink.emit(ToolUpdate("1.0", "read_file", "a.py", "pending"))  # the loop ran it as a call
+    sink.emit(ToolUpdate("1.0", "read_file", "a.py", "running"))
+    for piece in ("{", "} is an empty ", "object."):
+        sink.emit(TextDelta(piece))
+    assert out.getvalue() == "{} is an empty object."
+    sink.emit(_entry("assistant", "{} is an empty object."))
+    sink.emit(TextDelta("```"))
+    sink.emit(TextDelta("python\nx = 1\n```"))  # an ordinary code block is not held
+    sink.close()
+    assert out.getvalue() == "{} is an empty object.\n```python\nx = 1\n```\n"
+    assert err.getvalue() == "-> read_file a.py\n"
+
+
+def test_sink_shows_held_text_when_the_turn_ends_there() -> None:
+    sink, out, _ = _sink()
+    sink.emit(TextDelta('{"name": "x"'))
+    sink.close()  # say, a cancelled or failed stream: what came is shown
+    assert out.getvalue() == '{"name": "x"\n'

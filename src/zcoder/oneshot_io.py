@@ -42,15 +42,15 @@ class StreamSink:
         self._err = err
         self._tty_out = out.isatty()
         self._tty_err = err.isatty()
-        self._streamed = ""  # answer text written since the last assistant entry
+        self._streamed = ""  # answer text streamed since the last assistant entry
+        self._held = ""  # the part of it not written yet (see _text)
         self._thinking = False
         self._closed: set[TextIO] = set()
 
     def emit(self, event: LiveEvent) -> None:
         if isinstance(event, TextDelta):
             self._end_thinking()
-            self._write_out(event.text)
-            self._streamed += event.text
+            self._text(event.text)
         elif isinstance(event, ThinkingDelta):
             self._thinking = True
             text = visible(event.text, keep="\n\t")
@@ -64,6 +64,23 @@ class StreamSink:
         """End the output cleanly (a final newline after a streamed answer)."""
         self._end_thinking()
         self._end_answer()
+
+    def _text(self, text: str) -> None:
+        # A reply that starts like a tool call printed as text ({"name": ...}) is held back:
+        # the loop may run it as a call, and then it is no part of the answer on stdout.
+        holding = not self._streamed or self._held
+        self._streamed += text
+        if not holding:
+            self._write_out(text)
+            return
+        self._held += text
+        if not _may_be_printed_call(self._held):
+            self._flush_held()
+
+    def _flush_held(self) -> None:
+        held, self._held = self._held, ""
+        if held:
+            self._write_out(held)
 
     def _write_out(self, text: str) -> None:
         self._write(self._out, visible(text, keep="\n\t") if self._tty_out else text)
@@ -88,12 +105,15 @@ class StreamSink:
             self._write_err("\n")
 
     def _end_answer(self) -> None:
+        self._flush_held()
         if self._streamed and not self._streamed.endswith("\n"):
             self._write_out("\n")
         self._streamed = ""
 
     def _tool(self, update: ToolUpdate) -> None:
         if update.state == "pending":
+            if self._held:  # the held text was a call: it ran as one
+                self._held = self._streamed = ""
             return
         self._end_thinking()
         self._end_answer()
@@ -117,6 +137,15 @@ class StreamSink:
             self._end_answer()
             prefix = "zcoder: " if event.role == "error" else "zcoder: note: "
             self._write_err(prefix + visible(event.text) + "\n")
+
+
+# How a printed call starts (``loop.text_tool_call``), compared with whitespace removed.
+_CALL_STARTS = ('{"name"', '{"arguments"', '{"parameters"', "```json{", "```{", "<tool_call>")
+
+
+def _may_be_printed_call(text: str) -> bool:
+    start = "".join(text.split())[:16]
+    return any(start.startswith(m) or m.startswith(start) for m in _CALL_STARTS)
 
 
 def approval_prompt(request: ApprovalRequest) -> str:

@@ -31,7 +31,7 @@ __all__ = [
     "guard_command",
 ]
 
-DENIED_BY_POLICY = "command execution is disabled (--deny-commands)"
+DENIED_BY_POLICY = "command execution is disabled (--deny-commands or ZCODER_COMMAND_POLICY=deny)"
 _ASK_WITH_GRANT: tuple[Answer, ...] = ("y", "a", "n")
 _ASK_ONCE: tuple[Answer, ...] = ("y", "n")
 

@@ -17,7 +17,6 @@ Plain synchronous file I/O on small files: callers may run it from trio directly
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -32,6 +31,7 @@ import cattrs
 
 from zcoder.conversation import Message, TranscriptEvent
 from zcoder.errors import SessionCorrupt, SessionError, SessionLocked, SessionNotFound
+from zcoder.session_files import SessionLocks, write_atomic
 
 __all__ = [
     "DEFAULT_TITLE",
@@ -150,28 +150,6 @@ def _parse(path: Path, data: bytes) -> Session:
     return session
 
 
-def _write_atomic(directory: Path, name: str, data: bytes) -> None:
-    tmp = directory / f".{name}.{secrets.token_hex(4)}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
-    try:
-        fd = os.open(tmp, flags, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, directory / name)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):  # durability of the rename; the data is already safe
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-
 class SessionStore:
     """The sessions of one (workspace, profile). Holds the locks of the sessions it opened."""
 
@@ -181,7 +159,7 @@ class SessionStore:
         scope = f"{self.workspace}\0{profile}".encode("utf-8", "surrogateescape")
         self.root = Path(home) / "sessions"
         self.dir = self.root / hashlib.sha256(scope).hexdigest()[:32]
-        self._locks: dict[str, int] = {}
+        self._locks = SessionLocks(self.dir)
 
     def create(self, model: str) -> Session:
         """A new, empty session, locked by this process; written by the first ``save``."""
@@ -191,7 +169,7 @@ class SessionStore:
             if sid in self._locks or self._file(sid).exists():
                 continue
             try:
-                self._lock(sid)
+                self._locks.acquire(sid)
             except SessionLocked:
                 continue
             if self._file(sid).exists():  # another process saved it between our checks
@@ -212,7 +190,7 @@ class SessionStore:
             raise SessionNotFound(
                 f"no saved session {session_id} for {self.workspace} ({self.profile} profile)"
             )
-        self._lock(session_id)
+        self._locks.acquire(session_id)
         try:
             session = self._read(path)
             if (session.workspace, session.profile) != (self.workspace, self.profile):
@@ -239,7 +217,7 @@ class SessionStore:
         body["updated_at"] = now
         try:
             data = json.dumps({"format": FORMAT_VERSION, **body}, separators=(",", ":"))
-            _write_atomic(self.dir, f"{session.id}.json", data.encode("ascii"))
+            write_atomic(self.dir, f"{session.id}.json", data.encode("ascii"))
         except (TypeError, ValueError, RecursionError) as exc:
             raise SessionError(f"session {session.id} cannot be saved: {exc}") from None
         except OSError as exc:
@@ -258,14 +236,7 @@ class SessionStore:
         self._release_id(session.id)
 
     def _release_id(self, session_id: str) -> None:
-        fd = self._locks.pop(session_id, None)
-        if fd is None:
-            return
-        # Unlink while still holding the lock: a waiter that opened the old file sees, after
-        # it gets the lock, that the path no longer names its inode and starts again.
-        with contextlib.suppress(OSError):
-            os.unlink(self.dir / f"{session_id}.lock")
-        os.close(fd)
+        self._locks.release(session_id)
 
     def list(self) -> list[SessionSummary]:
         """Every session of this scope, newest first; corrupt ones carry their ``problem``."""
@@ -320,37 +291,6 @@ class SessionStore:
             scope = self.dir / ".scope.json"
             if not scope.exists():
                 info = {"workspace": self.workspace, "profile": self.profile}
-                _write_atomic(self.dir, ".scope.json", json.dumps(info).encode("ascii"))
+                write_atomic(self.dir, ".scope.json", json.dumps(info).encode("ascii"))
         except OSError as exc:
             raise SessionError(f"cannot create the session directory {self.dir}: {exc}") from None
-
-    def _lock(self, sid: str) -> None:
-        if sid in self._locks:
-            raise SessionLocked(f"session {sid} is already open in this process")
-        path = self.dir / f"{sid}.lock"
-        while True:
-            try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-            except OSError as exc:
-                raise SessionError(f"cannot lock session {sid}: {exc.strerror}") from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-                os.close(fd)
-                raise SessionLocked(
-                    f"session {sid} is open in another zcoder process (pid {holder})"
-                ) from None
-            except OSError as exc:
-                os.close(fd)
-                raise SessionError(f"cannot lock session {sid}: {exc.strerror}") from None
-            try:
-                same = os.stat(path).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                break
-            os.close(fd)  # the holder released and unlinked it meanwhile: take a fresh file
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-        self._locks[sid] = fd

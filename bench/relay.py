@@ -381,8 +381,7 @@ def discovery(root: Path, base_ping: float) -> None:
                 procs.append(stack.enter_context(child("serve-zcoder", *args))[0])
             p50 = discovery_row(relay_dir, f"{live} live peers", base_ping)
             if live == 32:
-                # names "a-4000001-..." sort after the live ones, so all 32 stay in the
-                # first 128 names that discovery reads
+                # names "a-4000001-..." sort after the live ones; the next 128 sort first
                 add_stale(relay_dir, 128, 4_000_000, "late")
                 s50 = discovery_row(relay_dir, f"{live} live + 128 stale", base_ping)
                 print(f"  128 stale manifests add {ms(s50 - p50)} at p50")

@@ -15,6 +15,7 @@ import trio
 
 from tests.relay.helpers import make_enqueue, make_manifest, register_sender, serve_fake_peer
 from zcoder.errors import RelayError
+from zcoder.relay import registry
 from zcoder.relay.listing import NO_PEERS, peer_record, peer_table, visible
 from zcoder.relay.paths import ensure_relay_dir
 from zcoder.relay.registry import (
@@ -309,22 +310,112 @@ async def test_size_bound(relay_dir: Path) -> None:
         nursery.cancel_scope.cancel()
 
 
-async def test_file_count_bound_is_deterministic(relay_dir: Path) -> None:
-    assert MAX_MANIFESTS == 128
-    for i in range(MAX_MANIFESTS):  # junk that sorts before the live peer's name
-        (relay_dir / f"a-1-{i:04d}.json").write_text("{}")
+def _mute_listener(relay_dir: Path, instance_id: str) -> socket.socket:
+    """A socket of ours that accepts connections into its backlog and never answers."""
+    mute = socket.socket(socket.AF_UNIX)
+    mute.bind(os.fspath(relay_dir / f"a-{instance_id}.sock"))
+    mute.listen(4)
+    return mute
+
+
+def _dead_socket(relay_dir: Path, instance_id: str) -> None:
+    """The socket file a crashed listener leaves behind: connecting is refused."""
+    with socket.socket(socket.AF_UNIX) as dead:
+        dead.bind(os.fspath(relay_dir / f"a-{instance_id}.sock"))
+
+
+async def test_stale_manifests_sorting_first_do_not_hide_live_peers(relay_dir: Path) -> None:
+    # The reported failure: 32 live peers behind 128 stale manifests found 0 peers, because
+    # the first 128 names were kept before any was checked. Here: 3 live peers behind
+    # 2 * MAX_MANIFESTS valid manifests of dead instances, half of them with the socket file
+    # a crash leaves behind, half without a socket.
+    for i in range(2 * MAX_MANIFESTS):
+        stale = f"1-st{i:04d}"
+        publish_manifest(relay_dir / f"a-{stale}.json", make_manifest(relay_dir, stale))
+        if i % 2:
+            _dead_socket(relay_dir, stale)
+    before = sorted(os.listdir(relay_dir))
     async with trio.open_nursery() as nursery:
-        await serve_fake_peer(nursery, relay_dir, "9-live")
-        assert await find(relay_dir) == []  # the 129th name is never read
-        assert await find(relay_dir, exclude="1-0000") == ["9-live"]  # ours does not count
-        (relay_dir / "a-1-0127.json").unlink()
-        assert await find(relay_dir) == ["9-live"]
-        # names that are not a-*.json do not count either
-        for i in range(200):
-            (relay_dir / f"b-{i}.json").write_text("{}")
-        (relay_dir / "a-1-0127.txt").write_text("{}")
-        assert await find(relay_dir) == ["9-live"]
+        for pid in (900, 901, 902):
+            await serve_fake_peer(nursery, relay_dir, f"{pid}-live")
+        assert await find(relay_dir) == ["900-live", "901-live", "902-live"]
         nursery.cancel_scope.cancel()
+    live_files = {f"a-{pid}-live.{ext}" for pid in (900, 901, 902) for ext in ("json", "sock")}
+    after = sorted(set(os.listdir(relay_dir)) - live_files)
+    assert after == before  # discovery is read-only: stale files stay where they are
+
+
+async def test_manifest_bound_counts_listening_candidates_only(relay_dir: Path) -> None:
+    assert MAX_MANIFESTS == 128
+    # 128 names sorting first with a listening socket: each uses up one of the 128 reads
+    # (their manifests are junk, so none is pinged) and the live peer is never read.
+    mutes = [_mute_listener(relay_dir, f"1-m{i:04d}") for i in range(MAX_MANIFESTS)]
+    try:
+        for i in range(MAX_MANIFESTS):
+            (relay_dir / f"a-1-m{i:04d}.json").write_text("{}")
+        async with trio.open_nursery() as nursery:
+            await serve_fake_peer(nursery, relay_dir, "9-live")
+            assert await find(relay_dir) == []  # the 129th candidate is never read
+            assert await find(relay_dir, exclude="1-m0000") == ["9-live"]  # ours: no count
+            mutes.pop().close()  # its socket file stays, but nobody listens any more
+            assert await find(relay_dir) == ["9-live"]
+            (relay_dir / "a-1-m0000.sock").unlink()
+            assert await find(relay_dir, exclude="1-m0001") == ["9-live"]
+            # names that are not a-<id>.json, or without a socket next to them, cost nothing
+            for i in range(200):
+                (relay_dir / f"b-{i}.json").write_text("{}")
+                (relay_dir / f"a-2-x{i:04d}.json").write_text("{}")
+            (relay_dir / "a-1-m0001.txt").write_text("{}")
+            assert await find(relay_dir) == ["9-live"]
+            nursery.cancel_scope.cancel()
+    finally:
+        for mute in mutes:
+            mute.close()
+
+
+async def test_directory_entry_bound(relay_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with trio.open_nursery() as nursery:
+        await serve_fake_peer(nursery, relay_dir, "9-live")  # two entries: .json and .sock
+        monkeypatch.setattr(registry, "MAX_DIR_ENTRIES", 2)
+        assert await find(relay_dir) == ["9-live"]
+        monkeypatch.setattr(registry, "MAX_DIR_ENTRIES", 1)  # the pair is never seen whole
+        assert await find(relay_dir) == []
+        nursery.cancel_scope.cancel()
+
+
+async def test_reservation_and_wrong_types_are_skipped_before_reading(relay_dir: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        m = await serve_fake_peer(nursery, relay_dir, "100-aaaa")
+        path = relay_dir / "a-100-aaaa.json"
+        path.write_bytes(b"")  # an id reserved, its manifest not yet published
+        assert await find(relay_dir) == []
+        path.unlink()
+        path.mkdir()  # a directory under a manifest name
+        assert await find(relay_dir) == []
+        path.rmdir()
+        publish_manifest(path, m)
+        assert await find(relay_dir) == ["100-aaaa"]
+        nursery.cancel_scope.cancel()
+
+
+def test_connect_now_tells_a_full_backlog_from_a_dead_socket(relay_dir: Path) -> None:
+    _dead_socket(relay_dir, "1-dead")
+    with pytest.raises(ConnectionRefusedError):
+        registry._connect_now(os.fspath(relay_dir / "a-1-dead.sock"))
+    with socket.socket(socket.AF_UNIX) as full:
+        full.bind(os.fspath(relay_dir / "a-1-full.sock"))
+        full.listen(0)
+        pending = []
+        try:
+            while (
+                sock := registry._connect_now(os.fspath(relay_dir / "a-1-full.sock"))
+            ) is not None:
+                pending.append(sock)
+                assert len(pending) < 100
+            assert pending  # the backlog took some, then the listener was busy, not dead
+        finally:
+            for sock in pending:
+                sock.close()
 
 
 # -- sender check ---------------------------------------------------------------------------

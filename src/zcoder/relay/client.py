@@ -25,7 +25,7 @@ from zcoder.errors import FrameError, RelayTransportError
 from zcoder.relay.envelope import Ack, Enqueue, Ping, decode_ack, encode_envelope
 from zcoder.relay.protocol import INSTANCE_ID_RE, MESSAGE_ID_RE, FrameDecoder, encode_frame
 
-__all__ = ["new_message_id", "ping", "send"]
+__all__ = ["new_message_id", "ping", "ping_connected", "send"]
 
 
 class _Ambiguous(Exception):
@@ -125,13 +125,9 @@ async def send(
     return ack
 
 
-async def ping(
-    socket_path: Path, *, target_instance_id: str, sender_instance_id: str, max_bytes: int = 65536
-) -> Ack:
-    """Probe a peer; return its ``pong`` ack (with its ``state``), else raise
-    ``RelayTransportError`` (unreachable, stalled, wrong instance, any other answer)."""
+def _ping_request(target_instance_id: str, sender_instance_id: str) -> Ping:
     try:
-        request = Ping(
+        return Ping(
             protocol=1,
             type="ping",
             message_id=f"{sender_instance_id}-ping-{secrets.token_hex(4)}",
@@ -140,13 +136,40 @@ async def ping(
         )
     except ValueError as exc:
         raise RelayTransportError(f"cannot ping: {exc}") from None
-    frame = encode_frame(encode_envelope(request), max_bytes=max_bytes)
+
+
+async def ping(
+    socket_path: Path, *, target_instance_id: str, sender_instance_id: str, max_bytes: int = 65536
+) -> Ack:
+    """Probe a peer; return its ``pong`` ack (with its ``state``), else raise
+    ``RelayTransportError`` (unreachable, stalled, wrong instance, any other answer)."""
+    request = _ping_request(target_instance_id, sender_instance_id)
     async with await _connect(socket_path) as stream:
-        try:
-            payload = await _exchange(stream, frame, max_bytes, math.inf)
-        except _Ambiguous as exc:
-            raise RelayTransportError(f"ping to {socket_path} failed: {exc}") from None
+        return await _ping_over(stream, request, max_bytes)
+
+
+async def ping_connected(
+    stream: trio.SocketStream,
+    *,
+    target_instance_id: str,
+    sender_instance_id: str,
+    max_bytes: int = 65536,
+) -> Ack:
+    """``ping`` over a stream that is already connected; the stream is closed on return."""
+    async with stream:
+        request = _ping_request(target_instance_id, sender_instance_id)
+        return await _ping_over(stream, request, max_bytes)
+
+
+async def _ping_over(stream: trio.SocketStream, request: Ping, max_bytes: int) -> Ack:
+    """Exchange the ping on ``stream``; the caller closes it."""
+    target = request.target_instance_id
+    frame = encode_frame(encode_envelope(request), max_bytes=max_bytes)
+    try:
+        payload = await _exchange(stream, frame, max_bytes, math.inf)
+    except _Ambiguous as exc:
+        raise RelayTransportError(f"ping to {target} failed: {exc}") from None
     ack = _checked_ack(payload, request.message_id)
     if ack.status != "pong":
-        raise RelayTransportError(f"ping to {socket_path} was answered {ack.status}")
+        raise RelayTransportError(f"ping to {target} was answered {ack.status}")
     return ack

@@ -10,12 +10,14 @@ from typing import Any
 import attrs
 import trio
 
+from zcoder.agent.approvals import SEND
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo
 from zcoder.approval import Answer, ApprovalRequest
 from zcoder.config import Config
 from zcoder.conversation import Message, ToolCall, TranscriptEvent
 from zcoder.live import Entry, LiveEvent
 from zcoder.tools.base import ToolContext, ToolResult, ToolSpec
+from zcoder.tools.shell import RUN_COMMAND
 
 __all__ = [
     "HANG",
@@ -106,14 +108,12 @@ class FakeToolbox:
 
     def specs(self) -> list[ToolSpec]:
         send_props = {"target_instance_id": {"type": "string"}, "message": {"type": "string"}}
-        return [
-            ToolSpec(
-                n,
-                f"{n} tool",
-                {"type": "object", "properties": send_props if n.startswith("send") else {}},
-            )
-            for n in self.names
-        ]
+        loose = {"type": "object", "properties": {}}
+        # run_command has its real schema: the loop checks a command's arguments before it
+        # asks the user about it.
+        schemas = {"run_command": RUN_COMMAND.spec.parameters}
+        schemas[SEND] = {"type": "object", "properties": send_props}
+        return [ToolSpec(n, f"{n} tool", schemas.get(n, loose)) for n in self.names]
 
     def target_of(self, name: str, args: Mapping[str, Any]) -> str:
         for key in ("path", "command", "target_instance_id"):

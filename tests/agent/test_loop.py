@@ -629,3 +629,21 @@ async def test_a_call_with_unreadable_arguments_is_answered_not_run(tmp_path: Pa
         "send them as a JSON object",
     )
     assert_history_valid(rig.session.history)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"command": "ls", "cwd": "/"},  # outside the workspace
+        {"command": "ls", "cwd": "missing"},  # no such directory
+        {"command": "ls", "timeout_seconds": 0},  # out of the schema's range
+        {"command": "ls", "colour": "red"},  # an argument the tool does not know
+    ],
+)
+async def test_no_question_for_a_command_the_tool_will_refuse(
+    tmp_path: Path, arguments: dict[str, Any]
+) -> None:
+    rig = make_rig(tmp_path, [tools(call("run_command", **arguments)), text("ok")], "y")
+    await rig.agent.run_turn(user("list"))
+    assert rig.approver.asked == []
+    assert rig.toolbox.calls == [("run_command", arguments)]  # the tool answers with its error

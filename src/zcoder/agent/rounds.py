@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import copy
 import logging
-import os
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from zcoder.agent.approvals import SEND, Approvals, Refusal, refusal
 from zcoder.agent.model import ModelClient
 from zcoder.agent.turns import RelaySender, TurnOutcome
-from zcoder.approval import ApprovalRequest, Approver
+from zcoder.approval import Approver
 from zcoder.config import Config
 from zcoder.conversation import EventRole, Message, Origin, ToolCall, TranscriptEvent
 from zcoder.errors import (
@@ -28,7 +27,6 @@ from zcoder.errors import (
     StreamStalled,
 )
 from zcoder.live import Entry, StateChange, ToolState, ToolUpdate, TurnSink
-from zcoder.policy import CommandVerdict, apply_answer, decide_command, denial_text
 from zcoder.tools.base import ToolContext, ToolResult
 
 if TYPE_CHECKING:
@@ -41,8 +39,6 @@ _log = logging.getLogger(__name__)
 
 CANCELLED_TEXT = "not executed because the user cancelled"
 INTERRUPTED_TEXT = "interrupted because the user cancelled"
-SEND = "send_agent_message"
-_Refusal = tuple[ToolResult, ToolState]
 
 
 @attrs.define
@@ -90,10 +86,6 @@ def describe_model_error(exc: ModelError, host: str, model: str) -> str:
     return _one_line(f"{prefix}: {exc}")
 
 
-def _refusal(text: str, state: ToolState, summary: str) -> _Refusal:
-    return ToolResult(text, ok=False, summary=summary), state
-
-
 def _restrict_send(spec: dict[str, Any], sender_id: str) -> dict[str, Any]:
     """The send tool of a relayed turn: its target can only be the sender."""
     spec = copy.deepcopy(spec)
@@ -112,19 +104,6 @@ def _restrict_send(spec: dict[str, Any], sender_id: str) -> dict[str, Any]:
     return spec
 
 
-def _join(workspace: Path, cwd: str) -> str:
-    """The cwd as the user should see it (lexically normalised; the tool checks it)."""
-    return os.path.normpath(workspace / cwd)
-
-
-def _user_home() -> Path:
-    """The directory the sysadmin guard protects as ``~``."""
-    try:
-        return Path.home()
-    except (RuntimeError, KeyError):  # no HOME and no passwd entry
-        return Path("/root") if os.getuid() == 0 else Path("/")
-
-
 def _name(spec: Mapping[str, Any]) -> str:
     return str(spec.get("function", {}).get("name", ""))
 
@@ -139,7 +118,7 @@ class RoundRunner:
         self._pending: list[tuple[str, ToolCall]] = []
         self._running = ""
         self._specs: list[dict[str, Any]] | None = None
-        self._home = _user_home()
+        self._approvals = Approvals(parts, origin, sender)
 
     def tool_specs(self) -> list[dict[str, Any]]:
         if self._specs is None:
@@ -204,81 +183,24 @@ class RoundRunner:
             meta["diff"] = result.diff
         self._p.entry("tool", result.summary, meta)
 
-    async def _dispatch(self, key: str, call: ToolCall) -> _Refusal:
-        refusal: _Refusal | None = None
+    async def _dispatch(self, key: str, call: ToolCall) -> Refusal:
+        refused: Refusal | None = None
         if call.problem:
             text = f"Error: invalid arguments for {call.name}: {call.problem}"
-            refusal = _refusal(text + "; send them as a JSON object", "failed", call.problem)
+            refused = refusal(text + "; send them as a JSON object", "failed", call.problem)
         elif call.name == "finish":
             text = "Error: finish must be the only tool call of its step; call finish again, alone"
-            refusal = _refusal(text, "failed", "finish was not called alone")
-        elif call.name == "run_command":
-            refusal = await self._approve_command(call.arguments)
-        elif call.name == SEND:
-            refusal = await self._approve_send(call.arguments)
-        if refusal is not None:
-            return refusal
+            refused = refusal(text, "failed", "finish was not called alone")
+        else:
+            refused = await self._approvals.check(call)
+        if refused is not None:
+            return refused
         self._running = key
         self._update(key, call, "running")
         self._p.sink.emit(StateChange("running_tool", call.name))
         context = ToolContext(workspace=self._p.config.workspace)
         result = await self._p.toolbox.call(call.name, call.arguments, context)
         return result, "completed" if result.ok else "failed"
-
-    async def _approve_command(self, args: Mapping[str, Any]) -> _Refusal | None:
-        command, config = args.get("command"), self._p.config
-        if not isinstance(command, str) or not command.strip():
-            return None  # the tool itself reports the bad call
-        cwd = args.get("cwd", ".")
-        shown_cwd = _join(config.workspace, cwd if isinstance(cwd, str) else ".")
-        verdict = self._verdict(command, Path(shown_cwd))
-        if verdict.action == "run":
-            return None
-        if verdict.action == "blocked":
-            return _refusal(verdict.reason, "denied", "blocked by the safety guard")
-        if verdict.action == "deny":
-            return _refusal(verdict.reason or denial_text(command), "denied", "commands denied")
-        question = ApprovalRequest(
-            kind="command",
-            text=command,
-            choices=verdict.choices,
-            origin=self._origin,
-            cwd=shown_cwd,
-        )
-        self._p.sink.emit(StateChange("waiting_approval", "command"))
-        answer = await self._p.approver.ask(question)
-        run_this, grant_rest = apply_answer(answer, origin=self._origin, profile=config.profile)
-        if grant_rest:
-            self._p.granted = True
-        return None if run_this else _refusal(denial_text(command), "denied", "denied by the user")
-
-    def _verdict(self, command: str, cwd: Path) -> CommandVerdict:
-        config = self._p.config
-        return decide_command(
-            command,
-            policy=config.command_policy,
-            profile=config.profile,
-            origin=self._origin,
-            granted=self._p.granted,
-            workspace=config.workspace,
-            home=self._home,
-            cwd=cwd,
-        )
-
-    async def _approve_send(self, args: Mapping[str, Any]) -> _Refusal | None:
-        target, message = args.get("target_instance_id"), args.get("message")
-        if self._sender is not None and target != self._sender.instance_id:
-            text = f"Error: relayed turns may only reply to their sender {self._sender.instance_id}"
-            return _refusal(text, "failed", "a relayed turn may only reply to its sender")
-        if not isinstance(target, str) or not isinstance(message, str) or not message.strip():
-            return None  # the tool itself reports the bad call
-        question = ApprovalRequest(
-            kind="send", text=message, choices=("y", "n"), origin=self._origin, target=target
-        )
-        self._p.sink.emit(StateChange("waiting_approval", "send"))
-        if await self._p.approver.ask(question) == "y":
-            return None
-        return _refusal(f"user denied sending the message to {target}", "denied", "send denied")
 
     def _finish(self, key: str, call: ToolCall) -> TurnOutcome | None:
         status, response = call.arguments.get("status"), call.arguments.get("response")

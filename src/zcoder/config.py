@@ -93,6 +93,9 @@ class Config:
     prompt: str | None = None
     relay: RelaySettings = RelaySettings()
     relay_problem: str = ""
+    # ``-m`` given on this command line: it then wins over a resumed session's own model
+    # (the environment and the default do not).
+    model_flag: bool = False
 
 
 def normalize_host(value: str) -> str:
@@ -251,4 +254,5 @@ def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
         prompt=opts.prompt,
         relay=relay,
         relay_problem=relay_problem,
+        model_flag=bool(opts.model),
     )

@@ -411,3 +411,28 @@ def test_sink_shows_held_text_when_the_turn_ends_there() -> None:
     sink.emit(TextDelta('{"name": "x"'))
     sink.close()  # say, a cancelled or failed stream: what came is shown
     assert out.getvalue() == '{"name": "x"\n'
+
+
+def test_resume_keeps_the_sessions_model_unless_m_is_given(workspace: Path) -> None:
+    other = "other:1b"
+    script = {"models": [MODEL, other], "responses": [_say("ok")]}
+    with FakeOllama(script) as fake:
+        first = _run(["--host", fake.url, "-p", "hi"], workspace)
+        sid = _session_id(first.stderr)
+        env_only = subprocess.run(
+            _zcoder(["--host", fake.url, "--resume", sid, "-p", "again"], workspace),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "ZCODER_MODEL": other},
+        )
+        assert env_only.returncode == 0, env_only.stderr
+        assert fake.requests[-1]["model"] == MODEL  # the environment does not override
+        flagged = _run(["--host", fake.url, "-m", other, "--resume", sid, "-p", "x"], workspace)
+        assert flagged.returncode == 0, flagged.stderr
+        assert fake.requests[-1]["model"] == other
+        again = _run(["--host", fake.url, "--resume", sid, "-p", "y"], workspace)
+        assert again.returncode == 0, again.stderr
+        assert fake.requests[-1]["model"] == other  # recorded in the session

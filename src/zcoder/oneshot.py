@@ -113,6 +113,8 @@ async def _run(config: Config, store: SessionStore, session: Session) -> int:
             session=session,
             sink=sink,
         )
+        if config.model_flag and agent.model != config.model:
+            agent.set_model(config.model)  # -m now wins over the resumed session's model
         async with trio.open_nursery() as nursery:
             await nursery.start(_stop_on_signals, agent, caught)
             outcome = await agent.run_turn(TurnRequest("user", config.prompt))

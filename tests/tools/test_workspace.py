@@ -108,3 +108,12 @@ def test_symlink_loop(ws: Path) -> None:
     (ws / "b").symlink_to("a")
     assert refused(existing_file, ws, "a").startswith("cannot use a: Too many levels")
     assert refused(writable_file, ws, "a") == "refusing to write through a dangling symlink: a"
+
+
+@pytest.mark.parametrize("raw", ["f/", "f/.", "d/f/..", "new/", "."])
+def test_a_file_path_may_not_end_like_a_directory(ws: Path, raw: str) -> None:
+    (ws / "d").mkdir()
+    (ws / "d" / "f").write_text("x")
+    (ws / "f").write_text("x")
+    assert refused(writable_file, ws, raw) == f"not a regular file: {raw}"
+    assert refused(existing_file, ws, raw) == f"not a regular file: {raw}"

@@ -55,9 +55,17 @@ def _stat(path: Path, raw: str, missing: str) -> os.stat_result:
         raise WorkspaceError(f"cannot use {raw}: {exc.strerror}") from None
 
 
+def _refuse_dir_syntax(raw: str) -> None:
+    # realpath drops a trailing "/" or "/.", which would turn "notes.txt/" (a directory, to
+    # the system) into the file notes.txt: a file path may not end like a directory.
+    if raw.endswith(("/", "/.", "/..")) or raw in (".", ".."):
+        raise WorkspaceError(f"not a regular file: {raw}")
+
+
 def existing_file(workspace: Path, raw: str) -> Path:
     """A regular file that exists inside the workspace."""
     path = resolve(workspace, raw)
+    _refuse_dir_syntax(raw)
     if not stat.S_ISREG(_stat(path, raw, "no such file").st_mode):
         raise WorkspaceError(f"not a regular file: {raw}")
     return path
@@ -79,6 +87,7 @@ def writable_file(workspace: Path, raw: str) -> Path:
     a file wherever the link happens to lead.
     """
     path = resolve(workspace, raw)
+    _refuse_dir_syntax(raw)
     root = os.path.realpath(workspace)
     _refuse_dangling_links(root, raw)
     try:

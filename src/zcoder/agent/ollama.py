@@ -1,7 +1,8 @@
 """The Ollama model client: ``POST /api/chat`` streamed over httpx, errors made plain.
 
-The only module of zcoder that imports httpx. Its exceptions stop here: callers see the
-``ModelError`` subclasses of ``errors.py`` and nothing else.
+With ``ollama_stream.py`` (reading a response body), the only place in zcoder that imports
+httpx. Its exceptions stop here: callers see the ``ModelError`` subclasses of ``errors.py``
+and nothing else.
 
 - A connection failure before any response byte is retried exactly once, after a short
   pause; a failure once the response has started, or an HTTP error status, never is.
@@ -14,9 +15,7 @@ The only module of zcoder that imports httpx. Its exceptions stop here: callers 
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from types import TracebackType
@@ -27,19 +26,16 @@ import trio
 
 import zcoder
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo
+from zcoder.agent.ollama_stream import ChunkStream, close_response, describe
 from zcoder.agent.ollama_wire import (
-    LineSplitter,
     ShowInfo,
-    decode_chat_line,
     decode_models,
     decode_show,
     encode_chat_request,
     error_text,
 )
 from zcoder.errors import (
-    IncompleteStream,
     MalformedStream,
-    ModelError,
     ModelHTTPError,
     ServerUnavailable,
     StreamStalled,
@@ -56,101 +52,8 @@ _RETRYABLE = (
     httpx.WriteError,
 )
 _RETRY_PAUSE = 0.25
-_CLOSE_SECONDS = 2.0
-_DRAIN_SECONDS = 1.0
-_MAX_BUFFERED_PIECES = 64
 _MAX_BODY = 1024 * 1024
 _MAX_ERROR_BODY = 64 * 1024
-
-
-def _describe(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
-
-
-class _ChunkStream:
-    """The chat chunks of one response; every read is under the stall deadline."""
-
-    def __init__(self, response: httpx.Response, stall_seconds: float) -> None:
-        self._bytes = response.aiter_bytes()
-        self._stall_seconds = stall_seconds
-        self._splitter = LineSplitter()
-        self._lines: deque[bytes] = deque()
-        self._finished = False
-        self._done = False
-        self._exhausted = False
-
-    def __aiter__(self) -> _ChunkStream:
-        return self
-
-    async def __anext__(self) -> ChatChunk:
-        if self._finished:
-            raise StopAsyncIteration
-        try:
-            chunk = await self._next_chunk()
-        except BaseException:
-            self._finished = True
-            raise
-        self._finished = self._done = chunk.done
-        return chunk
-
-    async def _next_chunk(self) -> ChatChunk:
-        while True:
-            while self._lines:
-                line = self._lines.popleft()
-                if line.strip():
-                    return decode_chat_line(line)
-            data = await self.read_raw()
-            if data is None:
-                tail = self._splitter.tail()
-                if tail.strip():
-                    return decode_chat_line(tail)
-                raise IncompleteStream("the model server ended the reply before it was complete")
-            self._lines.extend(self._splitter.feed(data))
-
-    async def read_raw(self) -> bytes | None:
-        """The next piece of the body as it arrived, or ``None`` at its end."""
-        try:
-            with trio.fail_after(self._stall_seconds):
-                return await anext(self._bytes)
-        except StopAsyncIteration:
-            self._exhausted = True
-            return None
-        except trio.TooSlowError:
-            self._exhausted = True
-            raise StreamStalled(
-                f"the model server sent nothing for {self._stall_seconds:g}s; gave up on the reply"
-            ) from None
-        except httpx.HTTPError as exc:
-            self._exhausted = True
-            raise IncompleteStream(f"the connection broke mid-reply: {_describe(exc)}") from None
-        except BaseException:
-            self._exhausted = True
-            raise
-
-    async def close(self, response: httpx.Response) -> None:
-        """Close the response; called shielded and bounded."""
-        self._finished = True
-        if self._done and not self._exhausted:
-            # The body ends right after the done line: reading that end lets httpx keep the
-            # connection for the next turn.
-            with trio.move_on_after(_DRAIN_SECONDS), contextlib.suppress(ModelError):
-                while await self.read_raw() is not None:
-                    pass
-        await response.aclose()
-        if not self._exhausted:
-            # httpx reads through a chain of async generators; resuming them on the closed
-            # connection (past what was buffered) ends them now, instead of trio finalizing
-            # them at GC time with a ResourceWarning.
-            with contextlib.suppress(Exception):
-                for _ in range(_MAX_BUFFERED_PIECES):
-                    await anext(self._bytes)
-
-
-async def _close_response(response: httpx.Response, reader: _ChunkStream) -> None:
-    # Shielded so that a cancelled turn still drops the connection; bounded so a stuck
-    # close cannot hang the caller.
-    with trio.move_on_after(_CLOSE_SECONDS, shield=True):
-        await reader.close(response)
 
 
 class OllamaClient:
@@ -197,11 +100,11 @@ class OllamaClient:
         """Stream one reply; leaving the block (even by cancel) closes the connection."""
         body = encode_chat_request(request)
         response = await self._open("POST", "/api/chat", body, model=request.model)
-        chunks = _ChunkStream(response, self._stall_seconds)
+        chunks = ChunkStream(response, self._stall_seconds)
         try:
             yield chunks
         finally:
-            await _close_response(response, chunks)
+            await close_response(response, chunks)
 
     async def list_models(self) -> list[ModelInfo]:
         """The installed models (``GET /api/tags``)."""
@@ -266,7 +169,7 @@ class OllamaClient:
             raise self._unavailable(exc) from None
 
     def _unavailable(self, exc: BaseException) -> ServerUnavailable:
-        reason = _describe(exc)
+        reason = describe(exc)
         return ServerUnavailable(
             f"cannot reach Ollama at {self.base_url} ({reason}); is `ollama serve` running?",
             reason=reason,
@@ -276,13 +179,13 @@ class OllamaClient:
         """Up to ``limit`` bytes of a (small) body, then the response is closed."""
         parts: list[bytes] = []
         size = 0
-        reader = _ChunkStream(response, self._stall_seconds)
+        reader = ChunkStream(response, self._stall_seconds)
         try:
             while size < limit and (data := await reader.read_raw()) is not None:
                 parts.append(data)
                 size += len(data)
         finally:
-            await _close_response(response, reader)
+            await close_response(response, reader)
         return b"".join(parts)[:limit]
 
     def _http_error(self, response: httpx.Response, raw: bytes, model: str) -> str:

@@ -1,0 +1,112 @@
+"""Reading one Ollama response body: chat chunks line by line, every read under the stall
+deadline, and a close that is shielded, bounded and leaves the connection reusable when the
+reply was complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import deque
+
+import httpx
+import trio
+
+from zcoder.agent.model import ChatChunk
+from zcoder.agent.ollama_wire import LineSplitter, decode_chat_line
+from zcoder.errors import IncompleteStream, ModelError, StreamStalled
+
+__all__ = ["ChunkStream", "close_response", "describe"]
+
+_CLOSE_SECONDS = 2.0
+_DRAIN_SECONDS = 1.0
+_MAX_BUFFERED_PIECES = 64
+
+
+def describe(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+class ChunkStream:
+    """The chat chunks of one response; every read is under the stall deadline."""
+
+    def __init__(self, response: httpx.Response, stall_seconds: float) -> None:
+        self._bytes = response.aiter_bytes()
+        self._stall_seconds = stall_seconds
+        self._splitter = LineSplitter()
+        self._lines: deque[bytes] = deque()
+        self._finished = False
+        self._done = False
+        self._exhausted = False
+
+    def __aiter__(self) -> ChunkStream:
+        return self
+
+    async def __anext__(self) -> ChatChunk:
+        if self._finished:
+            raise StopAsyncIteration
+        try:
+            chunk = await self._next_chunk()
+        except BaseException:
+            self._finished = True
+            raise
+        self._finished = self._done = chunk.done
+        return chunk
+
+    async def _next_chunk(self) -> ChatChunk:
+        while True:
+            while self._lines:
+                line = self._lines.popleft()
+                if line.strip():
+                    return decode_chat_line(line)
+            data = await self.read_raw()
+            if data is None:
+                tail = self._splitter.tail()
+                if tail.strip():
+                    return decode_chat_line(tail)
+                raise IncompleteStream("the model server ended the reply before it was complete")
+            self._lines.extend(self._splitter.feed(data))
+
+    async def read_raw(self) -> bytes | None:
+        """The next piece of the body as it arrived, or ``None`` at its end."""
+        try:
+            with trio.fail_after(self._stall_seconds):
+                return await anext(self._bytes)
+        except StopAsyncIteration:
+            self._exhausted = True
+            return None
+        except trio.TooSlowError:
+            self._exhausted = True
+            raise StreamStalled(
+                f"the model server sent nothing for {self._stall_seconds:g}s; gave up on the reply"
+            ) from None
+        except httpx.HTTPError as exc:
+            self._exhausted = True
+            raise IncompleteStream(f"the connection broke mid-reply: {describe(exc)}") from None
+        except BaseException:
+            self._exhausted = True
+            raise
+
+    async def close(self, response: httpx.Response) -> None:
+        """Close the response; called shielded and bounded."""
+        self._finished = True
+        if self._done and not self._exhausted:
+            # The body ends right after the done line: reading that end lets httpx keep the
+            # connection for the next turn.
+            with trio.move_on_after(_DRAIN_SECONDS), contextlib.suppress(ModelError):
+                while await self.read_raw() is not None:
+                    pass
+        await response.aclose()
+        if not self._exhausted:
+            # httpx reads through a chain of async generators; resuming them on the closed
+            # connection (past what was buffered) ends them now, instead of trio finalizing
+            # them at GC time with a ResourceWarning.
+            with contextlib.suppress(Exception):
+                for _ in range(_MAX_BUFFERED_PIECES):
+                    await anext(self._bytes)
+
+
+async def close_response(response: httpx.Response, reader: ChunkStream) -> None:
+    # Shielded so that a cancelled turn still drops the connection; bounded so a stuck
+    # close cannot hang the caller.
+    with trio.move_on_after(_CLOSE_SECONDS, shield=True):
+        await reader.close(response)

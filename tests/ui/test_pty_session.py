@@ -193,7 +193,8 @@ def test_ollama_down_is_one_line_and_app_stays_up(launch: Launch) -> None:
     app = launch.zcoder(closed_port_url())
     wait_ready(app)
     submit(app, "anyone home")
-    line = app.wait_for(re.compile(r".*(ollama serve|--host).*"))
+    # One logical line (the terminal may wrap it): look in the raw output, not the rows.
+    line = app.wait_for(re.compile(r"✗[^\n]*(ollama serve|--host)[^\n]*"), where="raw")
     assert "Traceback" not in app.all_text()
     print(f"\nOllama-down message: {line.strip()}")
     submit(app, "/help")

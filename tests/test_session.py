@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import zcoder.session
 from zcoder.conversation import Message, ToolCall, TranscriptEvent
 from zcoder.errors import SessionCorrupt, SessionError, SessionLocked, SessionNotFound
 from zcoder.session import DEFAULT_TITLE, Session, SessionStore, SessionSummary
@@ -422,3 +423,17 @@ def test_updated_at_uses_wall_clock(store: SessionStore) -> None:
     before = time.time()
     store.save(s)
     assert s.updated_at >= before
+
+
+def test_a_session_too_large_to_open_is_not_written(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = store.create("m")
+    s.record_user_prompt("hi")
+    store.save(s)
+    saved = store.dir.joinpath(f"{s.id}.json").read_bytes()
+    monkeypatch.setattr(zcoder.session, "_MAX_FILE_BYTES", len(saved) + 100)
+    s.history.append(Message(role="user", content="x" * 200))
+    with pytest.raises(SessionError, match=r"would be over \d+ bytes; start a new session"):
+        store.save(s)
+    assert store.dir.joinpath(f"{s.id}.json").read_bytes() == saved

@@ -217,6 +217,8 @@ class SessionStore:
         body["updated_at"] = now
         try:
             data = json.dumps({"format": FORMAT_VERSION, **body}, separators=(",", ":"))
+            if len(data) > _MAX_FILE_BYTES:  # open would refuse it: keep the last good file
+                raise ValueError(f"it would be over {_MAX_FILE_BYTES} bytes; start a new session")
             write_atomic(self.dir, f"{session.id}.json", data.encode("ascii"))
         except (TypeError, ValueError, RecursionError) as exc:
             raise SessionError(f"session {session.id} cannot be saved: {exc}") from None

@@ -140,6 +140,13 @@ def status_line(app: PtyApp, *needles: str) -> str | None:
     return None
 
 
+def input_line(app: PtyApp) -> str:
+    """The input line as shown (the row just above the status bar), prompt included."""
+    lines = app.screen_text().splitlines()
+    rows = [i for i, line in enumerate(lines) if "│ coding │" in line]
+    return lines[rows[-1] - 1].rstrip() if rows and rows[-1] > 0 else ""
+
+
 def wait_status(app: PtyApp, *needles: str, timeout: float = 10.0) -> None:
     app.wait_until(
         lambda a: status_line(a, *needles) is not None, f"status bar with {needles}", timeout

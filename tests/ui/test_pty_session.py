@@ -15,6 +15,7 @@ from tests.ui.conftest import (
     PtyDirs,
     StartFake,
     command_response,
+    input_line,
     messages_of,
     script,
     sleep_pid,
@@ -40,7 +41,14 @@ def test_model_lists_and_switches(launch: Launch, start_fake: StartFake) -> None
     submit(app, "/model nosuch:7b")
     app.wait_for(re.compile(r"✗.*nosuch:7b"))  # a clear error, and nothing changes
     assert status_line(app, DEFAULT_MODEL) is not None
-    submit(app, f"/model {OTHER_MODEL}")
+    # Tab completes the command, then the model name from the server's list.
+    app.send("/mo")
+    app.press("tab")
+    app.wait_until(lambda a: input_line(a) == "› /model", "/mo completed")
+    app.send(" ll")
+    app.press("tab")
+    app.wait_until(lambda a: input_line(a) == f"› /model {OTHER_MODEL}", "model completed")
+    app.press("enter")
     wait_status(app, OTHER_MODEL)
     submit(app, "/etc/hosts: what is it")  # not a command: it goes to the model
     app.wait_for("Hi from llama.")

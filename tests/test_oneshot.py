@@ -406,6 +406,15 @@ def test_sink_holds_back_a_tool_call_printed_as_text() -> None:
     assert err.getvalue() == "-> read_file a.py\n"
 
 
+def test_sink_prints_the_response_of_a_finish_printed_as_text() -> None:
+    sink, out, _ = _sink()
+    sink.emit(TextDelta('{"name": "finish", "arguments": {"status": "complete", '))
+    sink.emit(TextDelta('"response": "All done."}}'))
+    sink.emit(_entry("assistant", "All done.", finish="complete"))
+    sink.close()
+    assert out.getvalue() == "All done.\n"
+
+
 def test_sink_shows_held_text_when_the_turn_ends_there() -> None:
     sink, out, _ = _sink()
     sink.emit(TextDelta('{"name": "x"'))

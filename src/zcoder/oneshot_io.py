@@ -129,6 +129,8 @@ class StreamSink:
         event = entry.event
         if event.role == "assistant":
             self._end_thinking()
+            if self._held and "finish" in event.meta:  # held text was finish, printed
+                self._held = self._streamed = ""
             if not self._streamed:  # finish(response) arrives whole, never streamed
                 self._write_out(event.text + "\n")
             self._end_answer()

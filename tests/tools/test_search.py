@@ -10,7 +10,7 @@ import pytest
 
 from zcoder.tools.base import ToolContext, ToolResult
 from zcoder.tools.registry import Toolbox, core_tools
-from zcoder.tools.search import MAX_SEARCH_BYTES, _search_python, make_search_tool
+from zcoder.tools.search import MAX_SEARCH_BYTES, _file_hits, _search_python, make_search_tool
 
 from .conftest import is_live
 
@@ -185,3 +185,9 @@ async def test_rg_is_stopped_after_max_results(ws: Path, fake_rg: Path) -> None:
         "[... stopped at 3 matches; narrow the query or the path ...]",
     ]
     assert not is_live(int((fake_rg / "pid").read_text()))
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
+def test_python_search_skips_pseudo_files_that_report_size_0() -> None:
+    # /proc files say 0 bytes and some never end (kmsg): a search under / must not read them.
+    assert list(_file_hits(Path("/proc/self/status"), b"Name:")) == []

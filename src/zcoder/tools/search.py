@@ -3,7 +3,8 @@
 ripgrep does the work when it is on PATH (fixed-string mode, sorted by path, hidden files
 included, ignore files not honoured); a pure Python walk gives the same answers otherwise.
 Both skip ``SKIPPED_DIRS``, symlinks, binary files (a NUL byte) and files over
-``MAX_SEARCH_BYTES``, and both stop after ``max_results`` matches.
+``MAX_SEARCH_BYTES``, and both stop after ``max_results`` matches. The Python walk also skips
+files that report a size of 0 (``/proc`` pseudo-files, some of which never end).
 """
 
 from __future__ import annotations
@@ -52,9 +53,14 @@ def _python_files(start: Path) -> Iterator[Path]:
 
 
 def _file_hits(path: Path, needle: bytes) -> Iterator[tuple[int, bytes]]:
+    # Non-blocking, and sized before reading: under / (the sysadmin profile) a "regular"
+    # file can be /proc/kmsg (a read waits for ever) or /proc/kcore (terabytes). A real
+    # file of size 0 holds no match either, so pseudo-files that say 0 are skipped too.
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        with open(path, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+        with os.fdopen(os.open(path, flags), "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode) or not 0 < info.st_size <= MAX_SEARCH_BYTES:
                 return
             data = f.read(MAX_SEARCH_BYTES + 1)
     except OSError:

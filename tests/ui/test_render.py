@@ -11,6 +11,7 @@ from zcoder.ui.render import render_diff, render_event, render_tool
 from zcoder.ui.status import Status, render_status
 from zcoder.ui.text import CTRL_STYLE, shorten, visible, visible_text
 from zcoder.ui.transcript import TranscriptView
+from zcoder.ui.wrap import TailWrap, wrap_line
 
 
 def plain(fragments: StyleAndTextTuples) -> str:
@@ -185,5 +186,23 @@ def test_live_area_keeps_the_tail_and_shows_queued_prompts() -> None:
     view = TranscriptView(lambda f: None, width=lambda: 10)
     view.apply(TextDelta("x" * 35))
     view.queued.append("next one")
-    assert plain(view.render_live(3)) == "x" * 20 + "\n⧗ next one"
-    assert plain(view.render_live(9)) == "● " + "x" * 35 + "\n⧗ next one"
+    assert plain(view.render_live(3)) == "  xxxxxxxx\n  xxx\n⧗ next one"
+    rows = "● xxxxxxxx\n" + "  xxxxxxxx\n" * 3 + "  xxx\n"
+    assert plain(view.render_live(9)) == rows + "⧗ next one"
+
+
+def test_wrap_breaks_at_spaces_and_splits_long_words() -> None:
+    assert wrap_line("aa bb cc dd", 5) == [(0, "aa bb"), (6, "cc dd")]
+    assert wrap_line("abcdefgh xy", 3) == [(0, "abc"), (3, "def"), (6, "gh"), (9, "xy")]
+    assert wrap_line("", 4) == [(0, "")]
+    assert wrap_line("日本語テキスト", 6) == [(0, "日本語"), (3, "テキス"), (6, "ト")]
+
+
+def test_tail_wrap_grows_like_a_full_wrap() -> None:
+    text = "the quick brown fox jumps over the lazy dog\nand then some more words follow"
+    tail = TailWrap()
+    for end in range(1, len(text) + 1):
+        grown = tail.rows(text[:end], 12)
+        full = [r for line in text[:end].split("\n") for _, r in wrap_line(line, 12)]
+        assert grown == full
+    assert tail.rows("different", 12) == ["different"]

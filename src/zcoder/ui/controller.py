@@ -101,6 +101,7 @@ class Controller:
     def cancel_turn(self) -> None:
         if not self.backend.cancel_turn():
             return
+        _log.debug("turn cancel requested")
         if self.queue:
             buffer = self.terminal.buffer
             draft = "\n".join([*self.queue, buffer.text]).rstrip("\n")

@@ -1,9 +1,9 @@
 """Key bindings: Enter sends, Escape stops the turn, Ctrl-C/Ctrl-D exit, y/a/n answer.
 
 Escape is bound non-eagerly and only while a turn runs or a question is open, so Alt keys
-(sent as Escape + key) keep working; the app sets ``ttimeoutlen = timeoutlen = 0.05`` so a
-lone Escape still acts within about 100 ms. Ctrl-C arrives as the ``c-c`` key in raw mode
-and as ``<sigint>`` when sent as a signal; both act the same.
+(sent as Escape + key) keep working, yet a lone Escape acts within about 60 ms (see
+``KEY_TIMEOUT``). Ctrl-C arrives as the ``c-c`` key in raw mode and as ``<sigint>`` when
+sent as a signal; both act the same.
 """
 
 from __future__ import annotations
@@ -18,9 +18,14 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.key_binding.bindings.completion import generate_completions
 from prompt_toolkit.keys import Keys
 
-__all__ = ["KEY_TIMEOUT", "KeyActions", "build_key_bindings"]
+__all__ = ["KEY_TIMEOUT", "SEQUENCE_TIMEOUT", "KeyActions", "build_key_bindings"]
 
+# How long the input parser waits after a lone Escape byte for the rest of an escape
+# sequence (Alt+key, arrows): keys sent together stay together. Once it has decided,
+# the key processor need hardly wait again for Escape-prefixed bindings, so its own
+# timeout is short: Escape then acts within about 60 ms plus the time to draw.
 KEY_TIMEOUT = 0.05
+SEQUENCE_TIMEOUT = 0.01
 
 # Shift+Enter as terminals with extended keys send it (xterm modifyOtherKeys, CSI u):
 # prompt_toolkit maps it to plain Enter; we want a newline, like Alt+Enter and Ctrl-J.

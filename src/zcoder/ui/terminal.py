@@ -34,7 +34,7 @@ from prompt_toolkit.shortcuts import print_formatted_text
 
 from zcoder.ui.approval import ApprovalLine
 from zcoder.ui.events import CancelTurn, ExitRequest, Submit, UiEvent
-from zcoder.ui.keys import KEY_TIMEOUT, build_key_bindings
+from zcoder.ui.keys import KEY_TIMEOUT, SEQUENCE_TIMEOUT, build_key_bindings
 from zcoder.ui.status import Status, render_status
 from zcoder.ui.style import STYLE, color_depth
 from zcoder.ui.transcript import TranscriptView
@@ -42,7 +42,8 @@ from zcoder.ui.transcript import TranscriptView
 __all__ = ["SlashCompleter", "Terminal"]
 
 _log = logging.getLogger(__name__)
-_TICK = 0.5  # status bar refresh while busy (elapsed time)
+_TICK = 0.5
+_REDRAW_INTERVAL = 0.02  # status bar refresh while busy (elapsed time)
 _EXIT_GRACE = 3.0
 
 
@@ -118,11 +119,14 @@ class Terminal:
             color_depth=color_depth(),
             full_screen=False,
             erase_when_done=True,
+            # A fast stream invalidates on every token; drawing at most ~50 times a
+            # second keeps the loop free for keys.
+            min_redraw_interval=_REDRAW_INTERVAL,
             after_render=lambda _: self.approval.mark_rendered(),
             input=input,
             output=output,
         )
-        self.app.ttimeoutlen = self.app.timeoutlen = KEY_TIMEOUT
+        self.app.ttimeoutlen, self.app.timeoutlen = KEY_TIMEOUT, SEQUENCE_TIMEOUT
         self.app.key_processor.before_key_press += lambda _: self.approval.note_key()
 
     # -- layout ---------------------------------------------------------------------------
@@ -192,6 +196,7 @@ class Terminal:
         self._post(Submit(text))
 
     def cancel_turn(self) -> None:
+        _log.debug("Escape: cancel the turn")
         self._post(CancelTurn())
 
     def exit(self) -> None:

@@ -35,6 +35,8 @@ def _token(ch: str) -> str | None:
 def visible(text: str, style: str = "") -> StyleAndTextTuples:
     """``text`` as fragments in ``style``; control characters become ``ctrl`` tokens."""
     text = text.replace("\r\n", "\n").replace("\t", _TAB)
+    if text.replace("\n", "").isprintable():  # the common case, checked in C
+        return [(style, text)] if text else []
     out: StyleAndTextTuples = []
     run: list[str] = []
     for ch in text:

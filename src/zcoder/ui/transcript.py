@@ -24,7 +24,8 @@ from zcoder.ui.render import (
     render_tool,
     render_user,
 )
-from zcoder.ui.text import visible
+from zcoder.ui.text import visible, visible_text
+from zcoder.ui.wrap import TailWrap
 
 __all__ = ["TranscriptView"]
 
@@ -45,12 +46,14 @@ class TranscriptView:
         self.tools: dict[str, ToolUpdate] = {}
         self._printed_tools: set[tuple[str, str]] = set()
         self.queued: list[str] = []
+        self._wrap = TailWrap()
 
     def apply(self, event: LiveEvent) -> None:
         if isinstance(event, TextDelta):
             self._fold_thinking()
             self.streamed += event.text
-            self._commit_finished_blocks()
+            if "\n" in event.text:  # a block can only end at a line break
+                self._commit_finished_blocks()
         elif isinstance(event, ThinkingDelta):
             self.thinking += event.text
         elif isinstance(event, ToolUpdate):
@@ -134,9 +137,14 @@ class TranscriptView:
             out.extend(indent([*visible("\n".join(tail), "class:thinking"), ("", "\n")], "  ∴ "))
         rest = self.streamed[self._committed :]
         if rest.strip():
-            mark = "● " if not self.streamed[: self._committed].strip() else "  "
-            body = indent([*visible(rest.lstrip("\n").rstrip(" ")), ("", "\n")], "  ")
-            out.extend([("class:assistant.mark", mark), *body[1:]])
+            first = not self.streamed[: self._committed].strip()
+            text = visible_text(rest.lstrip("\n").rstrip(" "))
+            rows = self._wrap.rows(text, self._width() - 2)
+            shown = rows[-max_lines:]
+            mark = "● " if first and len(shown) == len(rows) else "  "
+            for n, row in enumerate(shown):
+                out.append(("class:assistant.mark", mark) if n == 0 else ("", "  "))
+                out.append(("", row + "\n"))
         for update in self.tools.values():
             out.extend(render_tool(update, width=self._width()))
         for text in self.queued:

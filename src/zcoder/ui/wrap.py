@@ -1,0 +1,74 @@
+"""Word wrapping for text that keeps growing (the streamed answer). Pure.
+
+Rows already complete never change when more text arrives, so the live area only redraws
+its last row per token instead of reflowing the whole screen; ``TailWrap`` remembers where
+the complete rows end and wraps only what came after.
+"""
+
+from __future__ import annotations
+
+from prompt_toolkit.utils import get_cwidth
+
+__all__ = ["TailWrap", "wrap_line"]
+
+
+def _fit(line: str, width: int) -> int:
+    """How many characters of ``line`` fit in ``width`` cells (at least one)."""
+    if line.isascii():
+        return max(1, min(len(line), width))
+    cells = 0
+    for n, ch in enumerate(line):
+        cells += get_cwidth(ch)
+        if cells > width:
+            return max(n, 1)
+    return len(line)
+
+
+def _cells(line: str) -> int:
+    return len(line) if line.isascii() else get_cwidth(line)
+
+
+def wrap_line(line: str, width: int) -> list[tuple[int, str]]:
+    """``line`` broken at spaces (or anywhere in a word longer than ``width``) into rows,
+    each with its start offset in ``line``."""
+    rows: list[tuple[int, str]] = []
+    start = 0
+    while _cells(line[start:]) > width:
+        cut = start + _fit(line[start:], width)
+        space = line.rfind(" ", start + 1, cut + 1)
+        end, resume = (space, space + 1) if space > start else (cut, cut)
+        rows.append((start, line[start:end]))
+        start = resume
+    rows.append((start, line[start:]))
+    return rows
+
+
+class TailWrap:
+    """Wraps a growing text; rows before the last one are computed once."""
+
+    def __init__(self) -> None:
+        self._width = 0
+        self._text = ""
+        self._stable: list[str] = []  # complete rows
+        self._done = 0  # offset where the complete rows end
+
+    def rows(self, text: str, width: int) -> list[str]:
+        width = max(width, 1)
+        if width != self._width or not text.startswith(self._text[: self._done]):
+            self._width, self._stable, self._done = width, [], 0
+        self._text = text
+        rest = text[self._done :]
+        lines = rest.split("\n")
+        offset = self._done
+        tail: list[str] = []
+        for i, line in enumerate(lines):
+            wrapped = wrap_line(line, width)
+            last = i == len(lines) - 1
+            complete = wrapped if not last else wrapped[:-1]
+            self._stable.extend(row for _, row in complete)
+            if last:
+                self._done = offset + wrapped[-1][0]
+                tail = [wrapped[-1][1]]
+            else:
+                offset += len(line) + 1
+        return [*self._stable, *tail]

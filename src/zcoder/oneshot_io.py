@@ -12,6 +12,7 @@ from typing import TextIO
 
 import trio
 
+from zcoder.agent.printed_calls import may_be_printed_call
 from zcoder.approval import Answer, ApprovalRequest
 from zcoder.live import Entry, LiveEvent, TextDelta, ThinkingDelta, ToolUpdate
 
@@ -74,7 +75,7 @@ class StreamSink:
             self._write_out(text)
             return
         self._held += text
-        if not _may_be_printed_call(self._held):
+        if not may_be_printed_call(self._held):
             self._flush_held()
 
     def _flush_held(self) -> None:
@@ -139,15 +140,6 @@ class StreamSink:
             self._end_answer()
             prefix = "zcoder: " if event.role == "error" else "zcoder: note: "
             self._write_err(prefix + visible(event.text) + "\n")
-
-
-# How a printed call starts (``loop.text_tool_call``), compared with whitespace removed.
-_CALL_STARTS = ('{"name"', '{"arguments"', '{"parameters"', "```json{", "```{", "<tool_call>")
-
-
-def _may_be_printed_call(text: str) -> bool:
-    start = "".join(text.split())[:16]
-    return any(start.startswith(m) or m.startswith(start) for m in _CALL_STARTS)
 
 
 def approval_prompt(request: ApprovalRequest) -> str:

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 import logging
-import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from zcoder.agent.loop_guard import EMPTY_REPLY_NUDGE, REPEAT_WARNING, TurnGuard
 from zcoder.agent.model import ChatChunk, ChatRequest
+from zcoder.agent.printed_calls import text_tool_call
 from zcoder.agent.prompts import build_system_prompt
 from zcoder.agent.rounds import RoundRunner, TurnParts, describe_model_error
 from zcoder.agent.turns import OutcomeStatus, TurnOutcome, TurnRequest, relay_record
@@ -59,36 +59,6 @@ def estimate_tokens(messages: Sequence[Message], tools: Sequence[Mapping[str, An
     )
     chars += len(json.dumps(list(tools)))
     return chars // _CHARS_PER_TOKEN
-
-
-_FENCE = re.compile(r"^(?:```(?:json)?|<tool_call>)\s*(.*?)\s*(?:```|</tool_call>)$", re.S)
-
-
-def text_tool_call(content: str, names: Collection[str]) -> ToolCall | None:
-    """A tool call that a small model printed as text instead of calling it: a whole reply
-    that is ``{"name": KNOWN_TOOL, "arguments": {...}}`` (bare, in a json fence, or in
-    ``<tool_call>`` tags). Anything else is an ordinary answer."""
-    text = content.strip()
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1)
-    if not text.startswith("{"):
-        return None
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or set(data) - {"name", "arguments", "parameters"}:
-        return None
-    name, args = data.get("name"), data.get("arguments", data.get("parameters", {}))
-    if isinstance(args, str):
-        try:
-            args = json.loads(args)
-        except ValueError:
-            return None
-    if name not in names or not isinstance(args, dict):
-        return None
-    return ToolCall(str(name), args)
 
 
 @attrs.define

@@ -449,6 +449,9 @@ async def test_think_unsupported_is_retried_without_thinking(tmp_path: Path) -> 
     )
     assert (await rig.agent.run_turn(user("q"))).status == "answered"
     assert [r.think for r in rig.client.requests] == [True, False]
+    # the agent remembers it for this model: the next turn does not ask in vain again
+    assert (await rig.agent.run_turn(user("again"))).status == "answered"
+    assert [r.think for r in rig.client.requests] == [True, False, False]
 
 
 async def _cancel_when(rig: Rig, seen: Callable[[LiveEvent], bool]) -> None:

@@ -50,6 +50,7 @@ class Agent:
         self._sink = sink
         self._model = session.model or config.model
         self._granted = False
+        self._no_thinking: set[str] = set()  # models that refused think=true
         self._scope: trio.CancelScope | None = None
 
     @property
@@ -104,16 +105,7 @@ class Agent:
         from an outer scope propagates once the history is consistent and saved."""
         if self._scope is not None:
             return TurnOutcome("error", error="a turn is already running")
-        parts = TurnParts(
-            config=self._config,
-            client=self._client,
-            toolbox=self._toolbox,
-            approver=self._approver,
-            sink=self._sink,
-            session=self._session,
-            model=lambda: self._model,
-            granted=self._granted,
-        )
+        parts = self._turn_parts()
         turn = Turn(parts, request, load_instructions(self._config.home, self._config.workspace))
         self._scope = scope = trio.CancelScope()
         try:
@@ -129,10 +121,29 @@ class Agent:
             raise
         finally:
             self._scope = None
-            if request.origin == "user" and parts.session is self._session:
-                self._granted = parts.granted
+            self._keep(parts, request)
             self._save(parts.session)  # synchronous: nothing to shield
         return outcome
+
+    def _turn_parts(self) -> TurnParts:
+        return TurnParts(
+            config=self._config,
+            client=self._client,
+            toolbox=self._toolbox,
+            approver=self._approver,
+            sink=self._sink,
+            session=self._session,
+            model=lambda: self._model,
+            granted=self._granted,
+            think=self._config.think and self._model not in self._no_thinking,
+        )
+
+    def _keep(self, parts: TurnParts, request: TurnRequest) -> None:
+        """What outlives the turn: a user's ``a`` grant, and a model's refusal to think."""
+        if request.origin == "user" and parts.session is self._session:
+            self._granted = parts.granted
+        if self._config.think and not parts.think:
+            self._no_thinking.add(self._model)
 
     def _save(self, session: Session) -> None:
         # A failed save must not lose the turn's answer: say so and keep going; the next

@@ -78,7 +78,6 @@ class Turn:
         self._instructions = instructions
         self._guard = TurnGuard()
         self._reply: _Reply | None = None
-        self._think = parts.config.think
         self._context_warned = False
         self.rounds = RoundRunner(parts, request.origin, request.sender)
 
@@ -169,7 +168,7 @@ class Turn:
             model=self._p.model(),
             messages=messages,
             tools=specs,
-            think=self._think,
+            think=self._p.think,
             num_ctx=num_ctx,
         )
 
@@ -189,9 +188,9 @@ class Turn:
             return await self._stream_once()
         except ModelHTTPError as exc:
             # Models without thinking refuse think=true; ask once more without it.
-            if not (self._think and "does not support thinking" in exc.server_message):
+            if not (self._p.think and "does not support thinking" in exc.server_message):
                 raise
-            self._think = False
+            self._p.think = False
             return await self._stream_once()
 
     async def _stream_once(self) -> _Reply:

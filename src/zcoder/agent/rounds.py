@@ -44,7 +44,7 @@ INTERRUPTED_TEXT = "interrupted because the user cancelled"
 @attrs.define
 class TurnParts:
     """What a turn works with. ``granted`` is the conversation-wide ``a`` grant; the agent
-    copies it in before a turn and back out after it."""
+    copies it (and ``think``) in before a turn and back out after it."""
 
     config: Config
     client: ModelClient
@@ -54,6 +54,7 @@ class TurnParts:
     session: Session
     model: Callable[[], str]
     granted: bool = False
+    think: bool = True  # off once the model refused thinking; the agent keeps that per model
 
     def entry(self, role: EventRole, text: str, meta: Mapping[str, str] | None = None) -> None:
         """Persist a visible transcript entry in the session and show it."""

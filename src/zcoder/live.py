@@ -47,7 +47,10 @@ class ThinkingDelta:
 
 @attrs.frozen
 class ToolUpdate:
-    """A tool card changed state. ``call_key`` is unique within the turn."""
+    """A tool card changed state. ``call_key`` is unique within the turn.
+
+    ``output`` (optional) is the tool's output text, of which the UI shows a few lines.
+    """
 
     call_key: str
     name: str
@@ -55,6 +58,7 @@ class ToolUpdate:
     state: ToolState
     summary: str = ""
     diff: str = ""
+    output: str = ""
 
 
 @attrs.frozen

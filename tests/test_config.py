@@ -33,13 +33,19 @@ def test_flags_override_environment(tmp_path: Path) -> None:
         ("ollama", "http://ollama:11434"),
         ("https://example.org", "https://example.org"),
         ("http://127.0.0.1:11434/", "http://127.0.0.1:11434"),
+        (":11435", "http://127.0.0.1:11435"),  # as Ollama's own client reads OLLAMA_HOST
+        ("example.com/ollama/", "http://example.com:11434/ollama"),
+        ("https://example.com:8443/a/b", "https://example.com:8443/a/b"),
+        ("[::1]:9", "http://[::1]:9"),
     ],
 )
 def test_normalize_host(value: str, expected: str) -> None:
     assert normalize_host(value) == expected
 
 
-@pytest.mark.parametrize("value", ["", "ftp://x", "a b", "h:99999", "http://x/path"])
+@pytest.mark.parametrize(
+    "value", ["", "ftp://x", "a b", "h:99999", "http://", "http://:80", "h:0", "x/p?q=1", ":"]
+)
 def test_bad_host(value: str) -> None:
     with pytest.raises(ConfigError, match="--host"):
         normalize_host(value)

@@ -42,7 +42,9 @@ DEFAULT_HOST = "http://127.0.0.1:11434"
 PROFILES: tuple[Profile, ...] = ("coding", "sysadmin")
 POLICIES: tuple[CommandPolicy, ...] = ("ask", "allow", "deny")
 RELAY_MODES: tuple[RelayMode, ...] = ("on", "off", "paused")
-_HOST_RE = re.compile(r"^(?:(https?)://)?([A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?/?$")
+_HOST_RE = re.compile(
+    r"^(?:(https?)://)?([A-Za-z0-9._-]*|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?(/[^\s?#]*)?$"
+)
 
 
 @attrs.frozen
@@ -99,13 +101,18 @@ class Config:
 
 
 def normalize_host(value: str) -> str:
-    """Accept ``http(s)://host[:port]`` or bare ``host[:port]``; return a base URL."""
+    """Accept what Ollama's own client accepts in ``OLLAMA_HOST``: ``http(s)://host[:port]``,
+    bare ``host[:port]``, ``:port`` (this machine) and a path prefix (a reverse proxy);
+    return a base URL without a trailing slash."""
     m = _HOST_RE.match(value.strip())
     if not m or (m.group(3) is not None and not 0 < int(m.group(3)) < 65536):
         raise ConfigError("--host", f"{value!r} is not a URL like http://127.0.0.1:11434")
-    scheme = m.group(1) or "http"
-    port = m.group(3) or ("11434" if m.group(1) is None else None)
-    return f"{scheme}://{m.group(2)}" + (f":{port}" if port else "")
+    scheme, host, port, path = m.groups()
+    if not host and (scheme or port is None):
+        raise ConfigError("--host", f"{value!r} is not a URL like http://127.0.0.1:11434")
+    port = port or ("11434" if scheme is None else None)
+    base = f"{scheme or 'http'}://{host or '127.0.0.1'}" + (f":{port}" if port else "")
+    return base + (path or "").rstrip("/")
 
 
 def default_home(env: Mapping[str, str]) -> Path:

@@ -15,6 +15,7 @@ import logging
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,9 @@ from zcoder.agent.rounds import describe_model_error
 from zcoder.approval import Approver
 from zcoder.commands import complete
 from zcoder.config import Config
-from zcoder.conversation import TranscriptEvent
+from zcoder.conversation import Message, TranscriptEvent
 from zcoder.errors import ModelError, SessionError, ZcoderError
-from zcoder.live import TurnSink
+from zcoder.live import LiveEvent, ToolUpdate, TurnSink
 from zcoder.runtime import open_runtime_dir
 from zcoder.session import Session, SessionStore, SessionSummary
 from zcoder.tools.registry import Toolbox, core_tools
@@ -49,6 +50,26 @@ _log = logging.getLogger("zcoder")
 _SIGNALS = {signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP", signal.SIGINT: "SIGINT"}
 _REPLAY = 20
 _CHECK_SECONDS = 5.0
+
+
+class _OutputSink:
+    """Adds the finished command's output to its tool card (the UI shows a few lines).
+
+    The round answers a call in the history before it reports the card's final state, so
+    the last history message is that call's result."""
+
+    def __init__(self, inner: TurnSink, history: Callable[[], list[Message]]) -> None:
+        self._inner = inner
+        self._history = history
+
+    def emit(self, event: LiveEvent) -> None:
+        if isinstance(event, ToolUpdate) and event.name == "run_command" and not event.output:
+            history = self._history()
+            last = history[-1] if history else None
+            if event.state in ("completed", "failed") and last and last.role == "tool":
+                _, _, output = last.content.partition("\n")  # after "Exit code: N"
+                event = attrs.evolve(event, output=output)
+        self._inner.emit(event)
 
 
 def _installed(name: str, models: list[str]) -> bool:
@@ -86,7 +107,7 @@ class AgentBackend:
             approver=approver,
             store=self._store,
             session=self._session,
-            sink=sink,
+            sink=_OutputSink(sink, lambda: self.agent.session.history),
         )
         if self._agent.model != self._config.model and not self._config.resume:
             self._agent.set_model(self._config.model)

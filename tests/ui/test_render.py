@@ -103,6 +103,23 @@ def test_tool_card_states_and_summary() -> None:
     assert plain(done) == "✓ write_file a.py  completed · 1 line\n    +x\n"
 
 
+def test_command_output_preview_keeps_the_last_lines() -> None:
+    output = "\n".join(f"out {i}" for i in range(10)) + "\n\x1b[31mred\n"
+    card = render_tool(ToolUpdate("1.0", "run_command", "make", "completed", "exit 0", "", output))
+    assert plain(card).splitlines() == [
+        "✓ run_command make  completed · exit 0",
+        "  ⎿ … 7 earlier lines",
+        "    out 7",
+        "    out 8",
+        "    out 9",
+        "    ^[[31mred",
+    ]
+    short = render_tool(ToolUpdate("1.0", "run_command", "ls", "completed", "exit 0", "", "a\n"))
+    assert plain(short) == "✓ run_command ls  completed · exit 0\n  ⎿ a\n"
+    denied = render_tool(ToolUpdate("1.0", "run_command", "ls", "denied", "no", "", "a"))
+    assert plain(denied) == "⊘ run_command ls  denied · no\n"
+
+
 def test_roles_have_distinct_markers() -> None:
     def show(role: str, text: str = "hi", **meta: str) -> str:
         return plain(render_event(TranscriptEvent(role=role, text=text, meta=meta)))  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from zcoder.ui.text import one_line, shorten, visible
 
 __all__ = [
     "MAX_DIFF_LINES",
+    "MAX_OUTPUT_LINES",
     "MAX_TOOL_TEXT_LINES",
     "TOOL_MARKS",
     "indent",
@@ -30,6 +31,7 @@ __all__ = [
 
 MAX_DIFF_LINES = 40
 MAX_TOOL_TEXT_LINES = 6
+MAX_OUTPUT_LINES = 4
 TOOL_MARKS: dict[ToolState, tuple[str, str]] = {
     "pending": ("○", "class:tool.pending"),
     "running": ("◐", "class:tool.running"),
@@ -97,8 +99,25 @@ def render_tool(update: ToolUpdate, *, width: int = 100) -> StyleAndTextTuples:
     if update.summary:
         out.append(("class:tool.summary", " · " + shorten(one_line(update.summary), width)))
     out.append(("", "\n"))
+    if update.output.strip() and update.state in ("completed", "failed"):
+        out.extend(_output_preview(update.output, width))
     if update.diff and update.state == "completed":
         out.extend(indent(render_diff(update.diff), "    "))
+    return out
+
+
+def _output_preview(output: str, width: int) -> StyleAndTextTuples:
+    """The last few lines of a tool's output, dim, under its card."""
+    lines = [line for line in output.replace("\r\n", "\n").split("\n") if line.strip()]
+    shown = lines[-MAX_OUTPUT_LINES:]
+    out: StyleAndTextTuples = []
+    if len(lines) > len(shown):
+        out.append(("class:dim", f"  ⎿ … {len(lines) - len(shown)} earlier lines\n"))
+    for n, line in enumerate(shown):
+        lead = "  ⎿ " if n == 0 and not out else "    "
+        out.append(("class:tool.summary", lead))
+        out.extend(visible(shorten(line, max(width - 6, 20)), "class:tool.summary"))
+        out.append(("", "\n"))
     return out
 
 

@@ -201,6 +201,16 @@ class AgentBackend:
             raise
         return list(session.events)
 
+    # -- the relay: wired by the relay issue (RelayService, relay tools, relayed turns) ----
+    def relay_waiting(self) -> bool:
+        return False
+
+    async def run_relay_turn(self) -> bool:
+        return False
+
+    def relay_status(self) -> tuple[str, int]:
+        return "", 0
+
     async def list_agents(self) -> list[str]:
         raise ZcoderError("the relay is not running in this instance")
 

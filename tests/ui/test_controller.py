@@ -42,6 +42,7 @@ class FakeBackend:
         self.warmups: list[str] = []
         self.new_sessions = 0
         self.switched: list[str] = []
+        self.relayed: list[str] = []
         self.sink: Controller | None = None
         self.approver: ApprovalLine | None = None
         self._scope: trio.CancelScope | None = None
@@ -105,6 +106,21 @@ class FakeBackend:
         self.switched.append(session_id)
         self.session_id, self.session_title = "s2", "older work"
         return [TranscriptEvent("user", "old question"), TranscriptEvent("assistant", "old answer")]
+
+    def relay_waiting(self) -> bool:
+        return bool(self.relayed)
+
+    async def run_relay_turn(self) -> bool:
+        if not self.relayed:
+            return False
+        text = self.relayed.pop(0)
+        self.turns.append(f"relay: {text}")
+        assert self.sink is not None
+        self.sink.emit(Entry(TranscriptEvent("relay", text, meta={"project": "peer"})))
+        return True
+
+    def relay_status(self) -> tuple[str, int]:
+        return "on", len(self.relayed)
 
     async def list_agents(self) -> list[str]:
         raise ZcoderError("the relay is not running in this instance")
@@ -362,6 +378,24 @@ def test_a_server_problem_is_one_line_and_the_app_stays_usable() -> None:
         h.backend.gate.set()
 
     run(body, backend, warmup=True)
+
+
+def test_a_waiting_relayed_message_runs_before_the_next_local_prompt() -> None:
+    async def body(h: Harness) -> None:
+        h.keys("one\r")
+        await h.until(lambda: h.backend.turns == ["one"])
+        h.keys("two\r")
+        await h.until(lambda: h.controller.queue == ["two"])
+        h.backend.relayed.append("from a peer")
+        h.controller.wake()
+        assert h.terminal.status.relay_queued == 1
+        h.backend.gate.set()
+        await h.until(lambda: h.backend.turns == ["one", "relay: from a peer", "two"])
+        await h.until(lambda: not h.controller.turn_active)
+        assert (h.terminal.status.relay, h.terminal.status.relay_queued) == ("on", 0)
+
+    h = run(body, FakeBackend(), warmup=False)
+    assert "⇄ relayed from peer" in h.output
 
 
 def test_quit_and_ctrl_d_end_the_controller() -> None:

@@ -65,6 +65,19 @@ class Backend(Protocol):
         """Switch to that session and return its transcript (to show again)."""
         ...
 
+    def relay_waiting(self) -> bool:
+        """A relayed message waits to be claimed (and taking work is not paused)."""
+        ...
+
+    async def run_relay_turn(self) -> bool:
+        """Claim one waiting relayed message and run it as a turn; ``False`` when another
+        claimer was faster. The worker asks before each local prompt (relay first)."""
+        ...
+
+    def relay_status(self) -> tuple[str, int]:
+        """``(state, waiting)`` for the status bar; ``("", 0)`` when no relay runs here."""
+        ...
+
     async def list_agents(self) -> list[str]:
         """The other live instances, one display line each (relay)."""
         ...

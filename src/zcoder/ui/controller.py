@@ -8,8 +8,10 @@ the agent's ``TurnSink``: live events update the transcript view and the status 
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -116,26 +118,41 @@ class Controller:
         self.terminal.invalidate()
 
     # -- turns ----------------------------------------------------------------------------
-    async def _worker(self) -> None:
-        while True:
-            while not self.queue:
-                self._wake = trio.Event()
-                await self._wake.wait()
-            text = self.queue.pop(0)
-            await self._run_turn(text)
+    def wake(self) -> None:
+        """New work may be waiting (a prompt, or a relayed message): let the worker look."""
+        self._wake.set()
+        self.refresh_status()
 
-    async def _run_turn(self, text: str) -> None:
+    async def _worker(self) -> None:
+        # One turn at a time: a waiting relayed message first, then the next local prompt.
+        while True:
+            if self.backend.relay_waiting() and await self._turn(self.backend.run_relay_turn):
+                continue
+            if self.queue:
+                await self._turn(functools.partial(self._user_turn, self.queue.pop(0)))
+                continue
+            self._wake = trio.Event()
+            await self._wake.wait()
+
+    async def _user_turn(self, text: str) -> bool:
+        outcome = await self.backend.run_turn(text)
+        _log.debug("turn ended: %s", outcome)
+        return True
+
+    async def _turn(self, run: Callable[[], Awaitable[bool]]) -> bool:
         self.stop_warmup()
         self.turn_active = self.terminal.turn_running = True
         self._queue_changed()
         self.status.set_state("thinking")
         self.terminal.invalidate()
+        ran = False
         try:
-            outcome = await self.backend.run_turn(text)
-            _log.debug("turn ended: %s", outcome)
+            ran = await run()
+            return ran
         finally:
             self.turn_active = self.terminal.turn_running = False
-            self.view.end_turn()
+            if ran or self.status.busy:
+                self.view.end_turn()
             if self._requeued:
                 self._requeued = False
                 self.view.notice("Your queued prompts are back in the input.")
@@ -147,6 +164,7 @@ class Controller:
     def refresh_status(self) -> None:
         self.status.model = self.backend.model
         self.status.title = self.backend.session_title
+        self.status.relay, self.status.relay_queued = self.backend.relay_status()
         self.terminal.invalidate()
 
     # -- warm-up --------------------------------------------------------------------------

@@ -1,0 +1,217 @@
+"""The controller's ``Backend`` over the agent, the session store and the model client.
+
+Part of the app wiring (floor 5): it knows the agent and answers the UI in the UI's terms
+(one-line problems as ``ZcoderError``, ``SessionRow``). The relay's hooks are here too.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+
+from zcoder.agent.agent import Agent, TurnRequest
+from zcoder.agent.ollama import OllamaClient
+from zcoder.agent.rounds import describe_model_error
+from zcoder.approval import Approver
+from zcoder.config import Config
+from zcoder.conversation import Message, TranscriptEvent
+from zcoder.errors import ModelError, SessionError, ZcoderError
+from zcoder.live import LiveEvent, ToolUpdate, TurnSink
+from zcoder.session import Session, SessionStore, SessionSummary
+from zcoder.tools.registry import Toolbox, core_tools
+from zcoder.ui.backend import SessionRow
+from zcoder.ui.status import Status
+
+__all__ = ["AgentBackend"]
+
+_log = logging.getLogger(__name__)
+_CHECK_SECONDS = 5.0
+
+
+class _OutputSink:
+    """Adds the finished command's output to its tool card (the UI shows a few lines).
+
+    The round answers a call in the history before it reports the card's final state, so
+    the last history message is that call's result."""
+
+    def __init__(self, inner: TurnSink, history: Callable[[], list[Message]]) -> None:
+        self._inner = inner
+        self._history = history
+
+    def emit(self, event: LiveEvent) -> None:
+        if isinstance(event, ToolUpdate) and event.name == "run_command" and not event.output:
+            history = self._history()
+            last = history[-1] if history else None
+            if event.state in ("completed", "failed") and last and last.role == "tool":
+                _, _, output = last.content.partition("\n")  # after "Exit code: N"
+                event = attrs.evolve(event, output=output)
+        self._inner.emit(event)
+
+
+def _installed(name: str, models: list[str]) -> bool:
+    return name in models or (":" not in name and f"{name}:latest" in models)
+
+
+def _row(summary: SessionSummary, current: str) -> SessionRow:
+    s = summary
+    return SessionRow(s.id, s.title, s.model, s.updated_at, s.messages, s.problem, s.id == current)
+
+
+def _current_row(s: Session) -> SessionRow:
+    return SessionRow(s.id, s.title, s.model, s.updated_at, len(s.history), "", True)
+
+
+class AgentBackend:
+    """The controller's ``Backend`` over the agent, the session store and the client."""
+
+    def __init__(
+        self, config: Config, store: SessionStore, session: Session, client: OllamaClient
+    ) -> None:
+        self._config = config
+        self._store = store
+        self._client = client
+        self._agent: Agent | None = None
+        self._session = session
+        self.models: list[str] = []
+        self.session_ids: list[str] = []
+
+    def attach(self, *, approver: Approver, sink: TurnSink) -> None:
+        self._agent = Agent(
+            config=self._config,
+            client=self._client,
+            toolbox=Toolbox(core_tools()),
+            approver=approver,
+            store=self._store,
+            session=self._session,
+            sink=_OutputSink(sink, lambda: self.agent.session.history),
+        )
+        if self._agent.model != self._config.model and not self._config.resume:
+            self._agent.set_model(self._config.model)
+
+    @property
+    def agent(self) -> Agent:
+        assert self._agent is not None, "attach() first"
+        return self._agent
+
+    @property
+    def model(self) -> str:
+        return self.agent.model if self._agent else self._session.model
+
+    @property
+    def session_id(self) -> str:
+        return self.agent.session.id
+
+    @property
+    def session_title(self) -> str:
+        return self.agent.session.title
+
+    def session_events(self) -> list[TranscriptEvent]:
+        return list(self._session.events)
+
+    async def run_turn(self, text: str) -> str:
+        return (await self.agent.run_turn(TurnRequest("user", text))).status
+
+    def cancel_turn(self) -> bool:
+        return self.agent.cancel_turn()
+
+    def _describe(self, exc: ModelError) -> str:
+        return describe_model_error(exc, self._config.host, self.model)
+
+    async def check_model(self) -> str:
+        try:
+            self.models = await self.list_models()
+        except ZcoderError as exc:
+            return str(exc)
+        if _installed(self.model, self.models):
+            return ""
+        return (
+            f"model '{self.model}' is not installed on {self._config.host}: run "
+            f"`ollama pull {self.model}`, or pick one with /model"
+        )
+
+    async def warmup(self) -> str:
+        try:
+            await self.agent.warmup()
+        except ModelError as exc:
+            return self._describe(exc)
+        return ""
+
+    async def list_models(self) -> list[str]:
+        try:
+            with trio.fail_after(_CHECK_SECONDS):
+                models = [m.name for m in await self._client.list_models()]
+        except trio.TooSlowError:
+            raise ZcoderError(f"Ollama at {self._config.host} did not answer in time") from None
+        except ModelError as exc:
+            raise ZcoderError(self._describe(exc)) from None
+        self.models = sorted(models)
+        return self.models
+
+    def set_model(self, name: str) -> None:
+        self.agent.set_model(name)
+
+    def _leave(self, new: Session) -> None:
+        old = self.agent.session
+        if old.history:
+            self._save(old)
+        self.agent.switch_session(new)
+        self._store.release(old)
+
+    def new_session(self) -> None:
+        self._leave(self._store.create(self.model))
+
+    def list_sessions(self) -> list[SessionRow]:
+        current = self.agent.session
+        rows = [_row(r, current.id) for r in self._store.list()]
+        if not any(r.current for r in rows):
+            rows.insert(0, _current_row(current))
+        self.session_ids = [r.id for r in rows]
+        return rows
+
+    def switch_session(self, session_id: str) -> list[TranscriptEvent]:
+        session = self._store.open(session_id)
+        try:
+            self._leave(session)
+        except BaseException:
+            self._store.release(session)
+            raise
+        return list(session.events)
+
+    # -- the relay: wired by the relay issue (RelayService, relay tools, relayed turns) ----
+    def relay_waiting(self) -> bool:
+        return False
+
+    async def run_relay_turn(self) -> bool:
+        return False
+
+    def relay_status(self) -> tuple[str, int]:
+        return "", 0
+
+    async def list_agents(self) -> list[str]:
+        raise ZcoderError("the relay is not running in this instance")
+
+    def relay_control(self, action: str) -> str:
+        raise ZcoderError("the relay is not running in this instance")
+
+    async def start_relay(self, root: trio.Nursery, status: Status, redraw: Any) -> str:
+        """Start the relay service here when it is available (it is optional)."""
+        return ""
+
+    def _save(self, session: Session) -> bool:
+        try:
+            self._store.save(session)
+        except SessionError as exc:
+            _log.error("session %s not saved: %s", session.id, exc)
+            return False
+        return True
+
+    def close(self) -> tuple[str, bool]:
+        """Save (when there is anything to keep) and release; ``(id, saved)``."""
+        session = self.agent.session if self._agent else self._session
+        saved = bool(session.history) and self._save(session)
+        self._store.release(session)
+        return session.id, saved

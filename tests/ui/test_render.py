@@ -215,6 +215,16 @@ def test_wrap_breaks_at_spaces_and_splits_long_words() -> None:
     assert wrap_line("日本語テキスト", 6) == [(0, "日本語"), (3, "テキス"), (6, "ト")]
 
 
+def test_committed_prose_is_word_wrapped_but_code_is_not() -> None:
+    printed: list[str] = []
+    view = TranscriptView(lambda f: printed.append(plain(f)), width=lambda: 14)
+    text = "alpha **beta** gamma delta\n\n```\nlong_code_line = 1\n```\n"
+    view.show(TranscriptEvent("assistant", text))
+    assert printed == [
+        "● alpha beta\n  gamma delta\n  \n    ┌─ code\n    │ long_code_line = 1\n    └─\n"
+    ]
+
+
 def test_tail_wrap_grows_like_a_full_wrap() -> None:
     text = "the quick brown fox jumps over the lazy dog\nand then some more words follow"
     tail = TailWrap()

@@ -15,6 +15,7 @@ from zcoder.conversation import TranscriptEvent
 from zcoder.live import ToolState, ToolUpdate
 from zcoder.ui.markdown import render_markdown
 from zcoder.ui.text import one_line, shorten, visible
+from zcoder.ui.wrap import wrap_fragments
 
 __all__ = [
     "MAX_DIFF_LINES",
@@ -24,6 +25,7 @@ __all__ = [
     "indent",
     "render_diff",
     "render_event",
+    "render_prose",
     "render_thinking_fold",
     "render_tool",
     "render_user",
@@ -63,6 +65,11 @@ def render_user(text: str, *, queued: bool = False) -> StyleAndTextTuples:
     label = "⧗ " if queued else "› "
     body = indent([*visible(text.rstrip("\n"), "class:user"), ("", "\n")], "  ")
     return [("", "\n"), ("class:user.mark", label), *body[1:]]
+
+
+def render_prose(text: str, width: int) -> StyleAndTextTuples:
+    """Assistant Markdown, word-wrapped at ``width`` (code lines are left whole)."""
+    return wrap_fragments(render_markdown(text), width, keep_style="class:md.fence")
 
 
 def render_diff(diff: str, max_lines: int = MAX_DIFF_LINES) -> StyleAndTextTuples:
@@ -162,7 +169,7 @@ def render_event(event: TranscriptEvent, *, width: int = 100) -> StyleAndTextTup
     if event.role == "user":
         return render_user(event.text)
     if event.role == "assistant":
-        body = render_markdown(event.text)
+        body = render_prose(event.text, width - 2)
         if meta.get("partial") == "yes":
             body.append(("class:dim", "(stopped)\n"))
         return [("class:assistant.mark", "● "), *indent(body, "  ")[1:]]

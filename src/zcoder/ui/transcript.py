@@ -16,10 +16,11 @@ from prompt_toolkit.utils import get_cwidth
 
 from zcoder.conversation import TranscriptEvent
 from zcoder.live import Entry, LiveEvent, TextDelta, ThinkingDelta, ToolUpdate
-from zcoder.ui.markdown import render_markdown, split_blocks
+from zcoder.ui.markdown import split_blocks
 from zcoder.ui.render import (
     indent,
     render_event,
+    render_prose,
     render_thinking_fold,
     render_tool,
     render_user,
@@ -113,7 +114,7 @@ class TranscriptView:
         first = self._committed == 0 or not self.streamed[: self._committed].strip()
         if first:
             text = text.lstrip("\n")
-        body = indent(render_markdown(text), "  ")
+        body = indent(render_prose(text, self._width() - 2), "  ")
         if first:
             body = [("class:assistant.mark", "● "), *body[1:]]
         self._print(body)

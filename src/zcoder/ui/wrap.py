@@ -7,9 +7,10 @@ the complete rows end and wraps only what came after.
 
 from __future__ import annotations
 
+from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.utils import get_cwidth
 
-__all__ = ["TailWrap", "wrap_line"]
+__all__ = ["TailWrap", "wrap_fragments", "wrap_line"]
 
 
 def _fit(line: str, width: int) -> int:
@@ -72,3 +73,44 @@ class TailWrap:
             else:
                 offset += len(line) + 1
         return [*self._stable, *tail]
+
+
+def _lines(fragments: StyleAndTextTuples) -> list[StyleAndTextTuples]:
+    lines: list[StyleAndTextTuples] = [[]]
+    for style, text, *_ in fragments:
+        for i, part in enumerate(text.split("\n")):
+            if i:
+                lines.append([])
+            if part:
+                lines[-1].append((style, part))
+    if not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def _slice(line: StyleAndTextTuples, start: int, end: int) -> StyleAndTextTuples:
+    out: StyleAndTextTuples = []
+    pos = 0
+    for style, text, *_ in line:
+        a, b = max(start, pos), min(end, pos + len(text))
+        if a < b:
+            out.append((style, text[a - pos : b - pos]))
+        pos += len(text)
+    return out
+
+
+def wrap_fragments(
+    fragments: StyleAndTextTuples, width: int, *, keep_style: str = ""
+) -> StyleAndTextTuples:
+    """Styled lines word-wrapped at ``width``; every line ends with a newline. Lines that
+    start with a ``keep_style`` fragment (code) are left for the terminal to wrap."""
+    out: StyleAndTextTuples = []
+    for line in _lines(fragments):
+        if keep_style and line and line[0][0] == keep_style:
+            rows = [(0, "".join(t for _, t, *_ in line))]
+        else:
+            rows = wrap_line("".join(t for _, t, *_ in line), max(width, 1))
+        for start, row in rows:
+            out.extend(_slice(line, start, start + len(row)))
+            out.append(("", "\n"))
+    return out

@@ -215,7 +215,7 @@ def _welcome(config: Config, backend: AgentBackend, terminal: Terminal) -> None:
         lines.append(config.relay_problem)
     terminal.print_above([("class:system", visible_text(line) + "\n") for line in lines])
     for event in resumed[-_REPLAY:]:
-        terminal.print_above(render_event(event))
+        terminal.print_above(render_event(event, width=terminal.width()))
     terminal.print_above(
         [("class:dim", "Type a message · /help for commands · Esc stops a turn · Ctrl-D quits\n")]
     )

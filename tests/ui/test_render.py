@@ -158,7 +158,7 @@ def test_status_bar_warmup_and_offline() -> None:
     status = Status(model="m", profile="coding", warmup="warming up")
     assert plain(render_status(status)).startswith(" warming up ")
     status.set_state("offline", "Ollama is not reachable")
-    assert plain(render_status(status)).startswith(" model unavailable: Ollama is not reachable ")
+    assert plain(render_status(status)).startswith(" model unavailable  m │ coding")
 
 
 # -- the live view ----------------------------------------------------------------------------

@@ -69,8 +69,6 @@ def _state_text(status: Status) -> str:
         label += f" {int(elapsed)}s"
     if status.state == "ready" and status.warmup and status.warmup != "warm":
         label = status.warmup
-    if status.state in ("error", "offline") and status.detail:
-        label += ": " + shorten(one_line(status.detail), 40)
     return f" {label} "
 
 

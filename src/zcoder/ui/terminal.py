@@ -32,6 +32,7 @@ from prompt_toolkit.layout.processors import AfterInput, ConditionalProcessor
 from prompt_toolkit.output import Output
 from prompt_toolkit.shortcuts import print_formatted_text
 
+from zcoder.commands import find
 from zcoder.ui.approval import ApprovalLine
 from zcoder.ui.events import CancelTurn, ExitRequest, Submit, UiEvent
 from zcoder.ui.keys import KEY_TIMEOUT, SEQUENCE_TIMEOUT, build_key_bindings
@@ -72,7 +73,9 @@ class SlashCompleter(Completer):
     ) -> Iterable[Completion]:
         text = document.text_before_cursor
         for option in self._complete(text):
-            yield Completion(option, start_position=-len(text), display=option)
+            command = find(option[1:]) if " " not in option else None
+            meta = command.help if command is not None else ""
+            yield Completion(option, start_position=-len(text), display=option, display_meta=meta)
 
 
 class Terminal:

@@ -134,7 +134,9 @@ class TranscriptView:
         """The moving part of the transcript, cut to its last ``max_lines`` screen lines."""
         out: StyleAndTextTuples = []
         if self.thinking and not self.streamed:
-            tail = self.thinking.rstrip().split("\n")[-2:]
+            # Two screen rows of it at most: thinking is a glimpse, not the answer.
+            recent = self.thinking.rstrip()[-2 * (self._width() - 4) :]
+            tail = recent.split("\n")[-2:]
             out.extend(indent([*visible("\n".join(tail), "class:thinking"), ("", "\n")], "  ∴ "))
         rest = self.streamed[self._committed :]
         if rest.strip():

@@ -154,6 +154,11 @@ def test_status_bar_shows_state_elapsed_queue_and_relay() -> None:
     assert len(plain(render_status(status, 50))) == 50
 
 
+def test_status_bar_shows_untrusted_names_visibly() -> None:
+    status = Status(model="evil\x1b[2J", profile="coding", title="t\u202e")
+    assert plain(render_status(status, 80)).rstrip() == " ready  evil^[[2J │ coding │ “t<U+202E>”"
+
+
 def test_status_bar_warmup_and_offline() -> None:
     status = Status(model="m", profile="coding", warmup="warming up")
     assert plain(render_status(status)).startswith(" warming up ")

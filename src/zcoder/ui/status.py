@@ -75,11 +75,11 @@ def _state_text(status: Status) -> str:
 def render_status(status: Status, width: int = 100) -> StyleAndTextTuples:
     """`` state │ model │ profile │ “title” │ N queued │ relay on (M waiting)``, cut to
     ``width``."""
-    parts = [status.model, status.profile, f"“{one_line(status.title)}”"]
+    parts = [one_line(status.model), status.profile, f"“{one_line(status.title)}”"]
     if status.queued_prompts:
         parts.append(f"{status.queued_prompts} queued")
     if status.relay:
-        relay = f"relay {status.relay}"
+        relay = f"relay {one_line(status.relay)}"
         if status.relay_queued:
             relay += f" ({status.relay_queued} waiting)"
         parts.append(relay)

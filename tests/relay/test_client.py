@@ -13,7 +13,8 @@ import trio
 
 from tests.relay.wire_fakes import ME, SENDER, ack_frame, enqueue_env
 from zcoder.errors import RelayTransportError
-from zcoder.relay.client import new_message_id, ping, ping_connected, send
+from zcoder.relay import wire
+from zcoder.relay.client import new_message_id, ping, ping_socket, send
 from zcoder.relay.envelope import Ack
 from zcoder.relay.listener import open_unix_listener
 from zcoder.relay.protocol import FrameDecoder
@@ -225,23 +226,23 @@ async def test_ping_failures(short_tmp: Path) -> None:
         await ping(path, target_instance_id="not an id", sender_instance_id=SENDER)
 
 
-async def test_ping_connected_uses_the_stream_and_closes_it(short_tmp: Path) -> None:
+async def test_ping_socket_uses_the_socket_and_closes_it(short_tmp: Path) -> None:
     async def pong(stream: trio.SocketStream, payload: bytes, n: int) -> None:
         await stream.send_all(ack_frame(json.loads(payload)["message_id"], "pong", state="ready"))
 
     path = short_tmp / "a.sock"
     async with scripted(path, pong) as seen:
-        stream = await trio.open_unix_socket(path)
-        ack = await ping_connected(stream, target_instance_id=ME, sender_instance_id=SENDER)
+        sock = wire.connect_nowait(path)
+        assert sock is not None
+        ack = await ping_socket(sock, target_instance_id=ME, sender_instance_id=SENDER)
         assert (ack.status, ack.state) == ("pong", "ready")
-        assert stream.socket.fileno() == -1  # closed
+        assert sock.fileno() == -1  # closed
     assert len(seen) == 1
-    ours, theirs = trio.socket.socketpair()
-    stream = trio.SocketStream(ours)
+    ours, theirs = socket.socketpair()
     with pytest.raises(RelayTransportError, match="cannot ping"):
-        await ping_connected(stream, target_instance_id="not an id", sender_instance_id=SENDER)
-    assert stream.socket.fileno() == -1  # closed on failure too
-    assert await theirs.recv(100) == b""  # and nothing was sent
+        await ping_socket(ours, target_instance_id="not an id", sender_instance_id=SENDER)
+    assert ours.fileno() == -1  # closed on failure too
+    assert theirs.recv(100) == b""  # and nothing was sent
     theirs.close()
 
 

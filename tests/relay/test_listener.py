@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import socket
 import stat
@@ -27,7 +28,7 @@ from tests.relay.wire_fakes import (
     make_listener,
     ping_obj,
 )
-from zcoder.errors import RelayUnavailable
+from zcoder.errors import RelayTransportError, RelayUnavailable
 from zcoder.relay import client
 from zcoder.relay.envelope import Ack, Limits
 from zcoder.relay.listener import Listener, PeerCred, open_unix_listener, peer_credentials
@@ -260,8 +261,8 @@ async def raw_request(path: Path, data: bytes) -> bytes:
     unread) counts as a close."""
     reply = bytearray()
     async with await trio.open_unix_socket(path) as stream:
-        await stream.send_all(data)
-        with contextlib.suppress(trio.BrokenResourceError):
+        with contextlib.suppress(trio.BrokenResourceError):  # the send too: closed first
+            await stream.send_all(data)
             while chunk := await stream.receive_some():
                 reply += chunk
     return bytes(reply)
@@ -333,6 +334,53 @@ async def test_many_clients_at_once(short_tmp: Path) -> None:
             nursery.start_soon(one, path, i)
     assert {ack.status for ack in results.values()} == {"accepted"}
     assert sorted(ack.queue_position or 0 for ack in results.values()) == list(range(1, 41))
+
+
+def open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+@pytest.mark.filterwarnings("error::ResourceWarning")
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+async def test_every_descriptor_is_closed_on_every_path(short_tmp: Path) -> None:
+    # Success, refusal, bad frame, garbage, a stalled peer timed out, a peer that hangs up
+    # mid-frame, a client that cannot connect, and shutdown: afterwards the process holds
+    # exactly the descriptors it held before.
+    gc.collect()  # earlier tests' garbage must not close descriptors meanwhile
+    before = open_fds()
+    listener = make_listener(FakeSpool(), io_timeout=0.2)
+    path = short_tmp / "a.sock"
+    async with serving(listener, path):
+        assert (await client.ping(path, target_instance_id=ME, sender_instance_id=ME)).status
+        assert (await client.send(path, enqueue_env(), io_timeout=5)).status == "accepted"
+        assert await raw_request(path, b"ZCODER-AGENT/1 x\n") == ack_frame("", "invalid")
+        assert await raw_request(path, b"GET / HTTP/1.0\r\n\r\n") == b""
+        async with await trio.open_unix_socket(path) as stalled:
+            await stalled.send_all(b"ZCODER-AGENT/1 50\n{")
+            assert await stalled.receive_some() == b""  # dropped after io_timeout
+        async with await trio.open_unix_socket(path) as gone:
+            await gone.send_all(b"ZCODER-AGENT/1 50\n{")
+        with pytest.raises(RelayTransportError, match="cannot connect"):
+            await client.send(short_tmp / "missing.sock", enqueue_env(), io_timeout=5)
+        await until(lambda: listener.statistics().active == 0)
+        assert listener.statistics().handled == 6
+    # serve() closed the listening socket and its duplicate when serving() cancelled it
+    assert open_fds() - before == set()
+
+
+async def test_serve_closes_its_listeners_when_it_ends(short_tmp: Path) -> None:
+    path = short_tmp / "a.sock"
+    trio_listener = await open_unix_listener(path)
+    listener = make_listener()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(listener.serve, [trio_listener])
+        assert (await client.ping(path, target_instance_id=ME, sender_instance_id=ME)).status
+        nursery.cancel_scope.cancel()
+    assert trio_listener.socket.fileno() == -1
+    with pytest.raises(RelayTransportError, match="Connection refused"):
+        await client.ping(path, target_instance_id=ME, sender_instance_id=ME)
+    await trio_listener.aclose()  # the owner's own close stays harmless
 
 
 async def test_open_unix_listener(short_tmp: Path) -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import json
 import os
 import socket
@@ -12,6 +13,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+import trio.testing
 
 from tests.relay.helpers import make_enqueue, make_manifest, register_sender, serve_fake_peer
 from zcoder.errors import RelayError
@@ -398,24 +400,29 @@ async def test_reservation_and_wrong_types_are_skipped_before_reading(relay_dir:
         nursery.cancel_scope.cancel()
 
 
-def test_connect_now_tells_a_full_backlog_from_a_dead_socket(relay_dir: Path) -> None:
-    _dead_socket(relay_dir, "1-dead")
-    with pytest.raises(ConnectionRefusedError):
-        registry._connect_now(os.fspath(relay_dir / "a-1-dead.sock"))
-    with socket.socket(socket.AF_UNIX) as full:
-        full.bind(os.fspath(relay_dir / "a-1-full.sock"))
-        full.listen(0)
-        pending = []
-        try:
-            while (
-                sock := registry._connect_now(os.fspath(relay_dir / "a-1-full.sock"))
-            ) is not None:
-                pending.append(sock)
-                assert len(pending) < 100
-            assert pending  # the backlog took some, then the listener was busy, not dead
-        finally:
-            for sock in pending:
-                sock.close()
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+@pytest.mark.filterwarnings("error::ResourceWarning")
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+async def test_discovery_closes_every_connection(relay_dir: Path) -> None:
+    mute = _mute_listener(relay_dir, "5-mute")  # connects, never answers: times out
+    (relay_dir / "a-5-mute.json").write_text("{}")  # ... and its manifest is junk
+    publish_manifest(relay_dir / "a-6-mute.json", make_manifest(relay_dir, "6-mute"))
+    mute6 = _mute_listener(relay_dir, "6-mute")  # valid manifest, never answers
+    _dead_socket(relay_dir, "7-dead")
+    publish_manifest(relay_dir / "a-7-dead.json", make_manifest(relay_dir, "7-dead"))
+    try:
+        async with trio.open_nursery() as nursery:
+            await serve_fake_peer(nursery, relay_dir, "8-live")
+            await serve_fake_peer(nursery, relay_dir, "9-other", answer_as="9-xxxx")
+            gc.collect()  # earlier tests' garbage must not close descriptors meanwhile
+            before = set(os.listdir("/proc/self/fd"))
+            assert await find(relay_dir, io_timeout=0.2) == ["8-live"]
+            await trio.testing.wait_all_tasks_blocked()  # the fake peers finish their side
+            assert set(os.listdir("/proc/self/fd")) - before == set()
+            nursery.cancel_scope.cancel()
+    finally:
+        mute.close()
+        mute6.close()
 
 
 # -- sender check ---------------------------------------------------------------------------

@@ -5,12 +5,15 @@ import os
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
 import pytest
 import trio
 import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.relay.helpers import make_enqueue
 from zcoder.relay.envelope import Limits
@@ -366,3 +369,89 @@ def test_remove_is_idempotent_and_never_follows_a_link(short_tmp: Path) -> None:
     (short_tmp / "relay").symlink_to(keep)
     Spool(short_tmp / "relay", max_queue=1).remove()
     assert (keep / "file").read_text() == "x"
+
+
+# -- the in-memory index agrees with the directories ----------------------------------------
+
+
+def _on_disk(spool: Spool) -> tuple[set[str], set[str], set[str]]:
+    """Message ids in inbox/, processing/ and done/, read from the directories."""
+
+    def ids(key: str) -> set[str]:
+        return {n[13:-5] for n in os.listdir(spool.root / key) if not n.startswith(".")}
+
+    done = {n.removesuffix(".done") for n in os.listdir(spool.root / "done")}
+    return ids("inbox"), ids("processing"), done
+
+
+def _assert_index_matches_disk(spool: Spool, pool: list[str]) -> None:
+    inbox_ids, processing_ids, done_ids = _on_disk(spool)
+    assert spool.depth() == len(inbox_ids) + len(processing_ids)
+    for mid in pool:
+        assert spool.knows(mid) == (mid in inbox_ids | processing_ids | done_ids), mid
+    fresh = Spool(spool.root, max_queue=16)  # what a new object reads from the disk
+    assert fresh.depth() == spool.depth()
+    assert [fresh.knows(m) for m in pool] == [spool.knows(m) for m in pool]
+    sequence = int((spool.root / "sequence").read_text())
+    names = os.listdir(spool.root / "inbox") + os.listdir(spool.root / "processing")
+    assert all(int(n[:12]) <= sequence for n in names)
+
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("enqueue"), st.integers(0, 7)),
+        st.tuples(st.just("claim"), st.just(0)),
+        st.tuples(st.just("complete"), st.just(0)),
+        st.tuples(st.just("corrupt"), st.integers(0, 7)),
+        st.tuples(st.just("pause"), st.booleans().map(int)),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=_OPS)
+def test_index_stays_consistent_with_the_disk(ops: list[tuple[str, int]]) -> None:
+    pool = [f"1-abcd-{i}" for i in range(8)]
+    with tempfile.TemporaryDirectory(prefix="zi", dir="/tmp") as tmp:
+        spool = new_spool(Path(tmp), max_queue=4)
+        claimed: list[Claimed] = []
+        for op, arg in ops:
+            if op == "enqueue":
+                status, _ = spool.enqueue(make_enqueue(pool[arg]), verified=True)
+                assert status in ("accepted", "duplicate", "paused", "full")
+            elif op == "claim" and (c := spool.claim()) is not None:
+                claimed.append(c)
+            elif op == "complete" and claimed:
+                spool.complete(claimed.pop(0))
+            elif op == "corrupt":  # damage the entry of that id if it waits in the inbox
+                for name in os.listdir(spool.root / "inbox"):
+                    if name[13:-5] == pool[arg]:
+                        (spool.root / "inbox" / name).write_bytes(b"garbage")
+            elif op == "pause":
+                spool.set_paused(bool(arg))
+            _assert_index_matches_disk(spool, pool)
+        spool.take_problems()
+
+
+def test_a_claim_lost_to_another_claimer_keeps_the_id_known(short_tmp: Path) -> None:
+    spool = new_spool(short_tmp)
+    spool.enqueue(make_enqueue("1-abcd-1"), verified=True)
+    spool.enqueue(make_enqueue("1-abcd-2"), verified=True)
+    other = Spool(spool.root, max_queue=16)  # e.g. another process on the same spool
+    taken = other.claim()
+    assert taken is not None and taken.envelope.message_id == "1-abcd-1"
+    mine = spool.claim()
+    assert mine is not None and mine.envelope.message_id == "1-abcd-2"
+    assert spool.depth() == 1  # ours, processing; the other claimer's is not counted
+    assert spool.enqueue(make_enqueue("1-abcd-1"), verified=True) == ("duplicate", None)
+
+
+def test_sequence_file_is_rewritten_in_place(short_tmp: Path) -> None:
+    spool = new_spool(short_tmp)
+    inode = os.lstat(spool.root / "sequence").st_ino
+    for i in range(1, 12):
+        spool.enqueue(make_enqueue(f"1-abcd-{i}"), verified=True)
+        assert (spool.root / "sequence").read_text() == f"{i}\n"
+    assert os.lstat(spool.root / "sequence").st_ino == inode
+    assert [n for n in os.listdir(spool.root) if n.startswith(".tmp")] == []

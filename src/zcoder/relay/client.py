@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import math
 import secrets
+import socket
 from pathlib import Path
 
 import trio
 
 from zcoder.errors import FrameError, RelayTransportError
+from zcoder.relay import wire
 from zcoder.relay.envelope import Ack, Enqueue, Ping, decode_ack, encode_envelope
-from zcoder.relay.protocol import INSTANCE_ID_RE, MESSAGE_ID_RE, FrameDecoder, encode_frame
+from zcoder.relay.protocol import INSTANCE_ID_RE, MESSAGE_ID_RE, encode_frame
 
-__all__ = ["new_message_id", "ping", "ping_connected", "send"]
+__all__ = ["new_message_id", "ping", "ping_socket", "send"]
 
 
 class _Ambiguous(Exception):
@@ -42,39 +44,28 @@ def new_message_id(instance_id: str, counter: int) -> str:
     return message_id
 
 
-async def _connect(socket_path: Path) -> trio.SocketStream:
+async def _connect(socket_path: Path) -> socket.socket:
     try:
-        return await trio.open_unix_socket(socket_path)
+        return await wire.connect(socket_path)
     except OSError as exc:
         raise RelayTransportError(
             f"cannot connect to {socket_path}: {exc.strerror or exc}"
         ) from None
 
 
-async def _read_ack(stream: trio.SocketStream, max_bytes: int) -> bytes:
-    decoder = FrameDecoder(max_bytes=max_bytes)
-    while True:
-        chunk = await stream.receive_some(decoder.wanted())
-        if not chunk:
-            raise _Ambiguous("the connection closed before a complete ack")
-        payload = decoder.feed(chunk)
-        if payload is not None:
-            return payload
-
-
-async def _exchange(
-    stream: trio.SocketStream, frame: bytes, max_bytes: int, io_timeout: float
-) -> bytes:
+async def _exchange(sock: socket.socket, frame: bytes, max_bytes: int, io_timeout: float) -> bytes:
     """Write the request, then read the ack, each within ``io_timeout``."""
     written = False
     try:
         with trio.move_on_after(io_timeout) as deadline:
-            await stream.send_all(frame)
+            await wire.send_all(sock, frame)
             written = True
             deadline.deadline = trio.current_time() + io_timeout
-            return await _read_ack(stream, max_bytes)
-    except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-        raise _Ambiguous(f"the connection broke: {exc.__cause__ or exc}") from None
+            return await wire.receive_frame(sock, max_bytes)
+    except EOFError:
+        raise _Ambiguous("the connection closed before a complete ack") from None
+    except OSError as exc:
+        raise _Ambiguous(f"the connection broke: {exc.strerror or exc}") from None
     except FrameError as exc:
         raise RelayTransportError(f"the peer answered with a malformed frame: {exc}") from None
     if written:
@@ -86,14 +77,11 @@ async def _attempt(
     socket_path: Path, frame: bytes, message_id: str, io_timeout: float, max_bytes: int
 ) -> Ack:
     with trio.move_on_after(io_timeout) as connecting:
-        stream = await _connect(socket_path)
+        sock = await _connect(socket_path)
     if connecting.cancelled_caught:
         raise RelayTransportError(f"connecting to {socket_path} timed out")
-    try:
-        payload = await _exchange(stream, frame, max_bytes, io_timeout)
-    finally:
-        with trio.CancelScope(shield=True):
-            await stream.aclose()
+    with sock:
+        payload = await _exchange(sock, frame, max_bytes, io_timeout)
     return _checked_ack(payload, message_id)
 
 
@@ -144,29 +132,26 @@ async def ping(
     """Probe a peer; return its ``pong`` ack (with its ``state``), else raise
     ``RelayTransportError`` (unreachable, stalled, wrong instance, any other answer)."""
     request = _ping_request(target_instance_id, sender_instance_id)
-    async with await _connect(socket_path) as stream:
-        return await _ping_over(stream, request, max_bytes)
+    with await _connect(socket_path) as sock:
+        return await _ping_over(sock, request, max_bytes)
 
 
-async def ping_connected(
-    stream: trio.SocketStream,
-    *,
-    target_instance_id: str,
-    sender_instance_id: str,
-    max_bytes: int = 65536,
+async def ping_socket(
+    sock: socket.socket, *, target_instance_id: str, sender_instance_id: str, max_bytes: int = 65536
 ) -> Ack:
-    """``ping`` over a stream that is already connected; the stream is closed on return."""
-    async with stream:
+    """``ping`` over a non-blocking socket that is already connected (see
+    ``wire.connect_nowait``); the socket is closed on return."""
+    with sock:
         request = _ping_request(target_instance_id, sender_instance_id)
-        return await _ping_over(stream, request, max_bytes)
+        return await _ping_over(sock, request, max_bytes)
 
 
-async def _ping_over(stream: trio.SocketStream, request: Ping, max_bytes: int) -> Ack:
-    """Exchange the ping on ``stream``; the caller closes it."""
+async def _ping_over(sock: socket.socket, request: Ping, max_bytes: int) -> Ack:
+    """Exchange the ping on ``sock``; the caller closes it."""
     target = request.target_instance_id
     frame = encode_frame(encode_envelope(request), max_bytes=max_bytes)
     try:
-        payload = await _exchange(stream, frame, max_bytes, math.inf)
+        payload = await _exchange(sock, frame, max_bytes, math.inf)
     except _Ambiguous as exc:
         raise RelayTransportError(f"ping to {target} failed: {exc}") from None
     ack = _checked_ack(payload, request.message_id)

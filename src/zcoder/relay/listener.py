@@ -28,6 +28,7 @@ when the connecting process's pid (``SO_PEERCRED``) equals ``sender_pid``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import socket
@@ -50,6 +51,7 @@ from zcoder.relay.envelope import (
     encode_envelope,
 )
 from zcoder.relay.protocol import FrameDecoder, encode_frame
+from zcoder.relay.wire import SocketConnection
 
 __all__ = [
     "Listener",
@@ -63,6 +65,11 @@ __all__ = [
 _log = logging.getLogger(__name__)
 _PEERCRED = struct.Struct("3i")
 _CLOSE_GRACE = 1.0
+# accept() failures that mean "too many descriptors or too little memory right now", as in
+# trio.serve_listeners: wait a little and go on accepting.
+_ACCEPT_PRESSURE = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+_ACCEPT_BACKOFF = 0.1
+_ACCEPT_BATCH = 16
 
 
 class SpoolLike(Protocol):
@@ -161,20 +168,55 @@ class Listener:
         *,
         task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Accept connections until cancelled; ``started()`` once the listeners accept."""
-        await trio.serve_listeners(self._on_connection, listeners, task_status=task_status)
+        """Accept connections until cancelled; ``started()`` once the listeners accept.
 
-    async def _on_connection(self, stream: trio.SocketStream) -> None:
+        Like ``trio.serve_listeners``, it closes the listeners when it ends. Accepting works
+        on a duplicate of each listening descriptor with plain non-blocking calls: a
+        connection whose request has fully arrived is served without a single pass through
+        the scheduler."""
+        async with trio.open_nursery() as nursery:
+            for listener in listeners:
+                listening = _duplicate(listener)  # before started(): no descriptor appears later
+                nursery.start_soon(self._accept_loop, listener, listening, nursery)
+            task_status.started(listeners)
+
+    async def _accept_loop(
+        self, listener: trio.SocketListener, listening: socket.socket, nursery: trio.Nursery
+    ) -> None:
+        listening.setblocking(False)
+        accepted = 0
+        try:
+            while True:
+                try:
+                    conn, _ = listening.accept()
+                except BlockingIOError:
+                    await trio.lowlevel.wait_readable(listening)
+                    continue
+                except OSError as exc:
+                    if exc.errno not in _ACCEPT_PRESSURE:
+                        raise
+                    _log.warning("relay accept failed: %s", exc)
+                    await trio.sleep(_ACCEPT_BACKOFF)  # out of descriptors: let some close
+                    continue
+                nursery.start_soon(self._on_connection, SocketConnection(conn))
+                accepted += 1
+                if accepted % _ACCEPT_BATCH == 0:
+                    await trio.lowlevel.checkpoint()  # a flood must not starve other tasks
+        finally:
+            listening.close()
+            listener.socket.close()
+
+    async def _on_connection(self, stream: SocketConnection) -> None:
         peer = peer_credentials(stream)
         if peer is not None and peer.uid != self._uid:
             self._stats.refused += 1
-            await trio.aclose_forcefully(stream)
+            await stream.aclose()
             return
         try:
             self._slots.acquire_nowait()
         except trio.WouldBlock:
             self._stats.refused += 1
-            await trio.aclose_forcefully(stream)
+            await stream.aclose()
             return
         try:
             await self.handle(stream, peer)
@@ -240,6 +282,15 @@ def _ack(
     message_id: str, status: str, *, queue_position: int | None = None, state: str | None = None
 ) -> Ack:
     return Ack(1, "ack", message_id, status, queue_position, state)
+
+
+def _duplicate(listener: trio.SocketListener) -> socket.socket:
+    fd = os.dup(listener.socket.fileno())
+    try:
+        return socket.socket(fileno=fd)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 async def _read_frame(stream: trio.abc.Stream, decoder: FrameDecoder) -> bytes | None:

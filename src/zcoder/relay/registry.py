@@ -25,7 +25,6 @@ nothing: cleanup removes only an instance's own files.
 
 from __future__ import annotations
 
-import errno
 import os
 import socket
 import stat
@@ -35,7 +34,7 @@ import attrs
 import trio
 
 from zcoder.errors import RelayError
-from zcoder.relay import client
+from zcoder.relay import client, wire
 from zcoder.relay.envelope import Enqueue
 from zcoder.relay.manifest import (
     MAX_MANIFEST_BYTES,
@@ -133,22 +132,6 @@ def _plausible(directory: str, instance_id: str, uid: int) -> bool:
     )
 
 
-def _connect_now(path: str) -> socket.socket | None:
-    """Step 4: a connected non-blocking socket, or ``None`` when the listener is there but
-    its backlog is full (the probe connects again, waiting). ``OSError`` when nobody
-    listens (``ECONNREFUSED``), the path is too long, or anything else is wrong."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.setblocking(False)
-        sock.connect(path)
-    except OSError as exc:
-        sock.close()
-        if exc.errno in (errno.EAGAIN, errno.EINPROGRESS):
-            return None
-        raise
-    return sock
-
-
 _Candidate = tuple[Manifest, "socket.socket | None"]
 
 
@@ -165,7 +148,7 @@ def _candidates(directory: str, exclude: str | None) -> list[_Candidate]:
             if not _plausible(directory, instance_id, uid):
                 continue
             try:
-                sock = _connect_now(os.path.join(directory, f"a-{instance_id}.sock"))
+                sock = wire.connect_nowait(os.path.join(directory, f"a-{instance_id}.sock"))
             except OSError:
                 continue  # nobody listens: a socket file left behind by a dead instance
             connected += 1
@@ -198,8 +181,7 @@ async def _probe(
             if sock is None:
                 ack = await client.ping(Path(manifest.socket), max_bytes=max_bytes, **ids)
             else:
-                stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
-                ack = await client.ping_connected(stream, max_bytes=max_bytes, **ids)
+                ack = await client.ping_socket(sock, max_bytes=max_bytes, **ids)
         except (RelayError, OSError, trio.BrokenResourceError, trio.ClosedResourceError):
             return  # a reused pid's other listener, a mute socket, garbage: not a peer
         out.append(Peer(manifest=manifest, state=ack.state or manifest.state))

@@ -14,17 +14,21 @@ enqueue envelope's wire JSON, byte for byte. Every file is written to a temporar
 the root and renamed into place, so a reader never sees half a message. A claim is a
 ``rename`` from ``inbox/`` to ``processing/``: of two claimers exactly one succeeds.
 
-The listener (``enqueue``) and the foreground (``claim``/``complete``) run in the same thread,
-so the in-process wake-up is a plain ``trio.Event``; the directories make claiming safe even
-across threads or processes.
+The listener (``enqueue``) and the foreground (``claim``/``complete``) run in the same
+thread, so the in-process wake-up is a plain ``trio.Event``. The spool has one writer, this
+object, so it keeps an index in memory (the ids in inbox, processing and done; the depth;
+the last sequence), read from the directories when the object is made: the listener's
+duplicate, depth and sequence decisions cost no directory listing. The file system stays
+authoritative for claims: ``claim`` lists ``inbox/`` (so it also finds, and quarantines,
+entries it did not write) and the ``rename`` decides who wins, even across threads or
+processes. An id that another claimer took is noticed by this object's next claim: it stays
+known (a retry is a duplicate) and leaves the depth. The ``sequence`` file is rewritten in
+place on every enqueue (one write; a private file that only a new spool object reads).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import secrets
 import shutil
 import stat
 from collections.abc import Callable
@@ -34,14 +38,21 @@ import attrs
 import trio
 
 from zcoder.errors import RelayError
-from zcoder.relay.envelope import Enqueue, Limits, Rejected, enqueue_from_json, enqueue_to_json
+from zcoder.relay.envelope import Enqueue, Limits
 from zcoder.relay.protocol import MESSAGE_ID_RE
+from zcoder.relay.spool_entry import (
+    ENTRY_NAME_RE,
+    InvalidEntry,
+    encode_entry,
+    entry_name,
+    read_entry,
+    write_new,
+)
 
 __all__ = ["Claimed", "Spool"]
 
-_NAME_RE = re.compile(r"([0-9]{12})-(" + MESSAGE_ID_RE.pattern + r")\.json", re.ASCII)
-_META_LIMIT = 64
 _PAUSED, _ACCEPTING = "paused", "accepting"
+_RECEIPT = ".done"
 
 
 @attrs.frozen
@@ -54,10 +65,6 @@ class Claimed:
     path: Path
 
 
-class _Invalid(Exception):
-    """A spool entry that cannot be trusted; the message says why."""
-
-
 class Spool:
     """The queue of one receiving instance. ``create`` before use, ``remove`` at the end."""
 
@@ -67,7 +74,12 @@ class Spool:
         self._max_queue = max_queue
         self._limits = Limits() if limits is None else limits
         self._paused = _read_text(root / "state") == _PAUSED
-        self._last = self._recover_sequence()
+        # The index: message id -> entry name in inbox/ and processing/, ids with a receipt
+        # in done/ or taken by another claimer. Only this object writes the spool.
+        self._inbox: dict[str, str] = {}
+        self._processing: dict[str, str] = {}
+        self._settled: set[str] = set()
+        self._last = self._load_index()
         self._work = trio.Event()
         self._problems: list[str] = []
         self._callbacks: list[Callable[[], None]] = []
@@ -82,7 +94,7 @@ class Spool:
             if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
                 raise RelayError(f"spool directory {str(path)!r} is not our own directory")
             os.chmod(path, 0o700)
-        self._write_atomic(self.root / "sequence", b"%d\n" % self._last)
+        write_new(self.root, self.root / "sequence", b"%d\n" % self._last)
         self._write_state()
 
     def remove(self) -> None:
@@ -111,19 +123,23 @@ class Spool:
         mid = envelope.message_id
         if not MESSAGE_ID_RE.fullmatch(mid):
             return "invalid", None
-        if self._known(mid):
+        if self.knows(mid):
             return "duplicate", None
         if self._paused:
             return "paused", None
         if self.depth() >= self._max_queue:
             return "full", None
-        meta = json.dumps({"spool": 1, "verified": verified}, separators=(",", ":"))
+        sequence = self._last + 1
+        name = entry_name(sequence, mid)
         try:
-            sequence = self._next_sequence()
-            data = meta.encode() + b"\n" + enqueue_to_json(envelope)
-            self._write_atomic(self._dirs["inbox"] / f"{sequence:012d}-{mid}.json", data)
+            self._write_sequence(sequence)
+            self._last = sequence
+            write_new(
+                self.root, self._dirs["inbox"] / name, encode_entry(envelope, verified=verified)
+            )
         except OSError as exc:
             raise RelayError(f"cannot store the message in the spool: {exc.strerror}") from None
+        self._inbox[mid] = name
         self._work.set()
         self._work = trio.Event()
         self._changed()
@@ -144,8 +160,16 @@ class Spool:
     # -- the foreground's side ------------------------------------------------------------
 
     def depth(self) -> int:
-        """Accepted, unfinished messages: the entries of ``inbox/`` plus ``processing/``."""
-        return len(_listdir(self._dirs["inbox"])) + len(_listdir(self._dirs["processing"]))
+        """Accepted, unfinished messages: those in ``inbox/`` plus ``processing/``."""
+        return len(self._inbox) + len(self._processing)
+
+    def knows(self, message_id: str) -> bool:
+        """Whether ``message_id`` is in inbox, processing or done (or another claimer has it)."""
+        return (
+            message_id in self._inbox
+            or message_id in self._processing
+            or message_id in self._settled
+        )
 
     def claim(self) -> Claimed | None:
         """Move the oldest inbox entry to ``processing/`` and parse it again.
@@ -153,22 +177,29 @@ class Spool:
         Entries that fail are quarantined and reported by ``take_problems``. Returns
         ``None`` when the inbox is empty (or another claimer took everything).
         """
-        for name in sorted(_listdir(self._dirs["inbox"])):
-            found = _NAME_RE.fullmatch(name)
+        names = sorted(_listdir(self._dirs["inbox"]))
+        self._notice_taken(set(names))
+        for name in names:
+            found = ENTRY_NAME_RE.fullmatch(name)
             source = self._dirs["inbox"] / name
             if found is None:
                 self._quarantine(source, "its name is not <sequence>-<message-id>.json")
                 continue
+            mid = found.group(2)
             target = self._dirs["processing"] / name
             try:
                 os.rename(source, target)
-            except FileNotFoundError:
-                continue  # another claimer won this one
+            except FileNotFoundError:  # another claimer won this one
+                self._notice_taken({n for n in names if n != name})
+                continue
             try:
-                envelope, verified = self._read(target, found.group(2))
-            except _Invalid as exc:
+                envelope, verified = read_entry(target, mid, self._limits)
+            except InvalidEntry as exc:
+                self._forget(mid, name)
                 self._quarantine(target, str(exc))
                 continue
+            self._inbox.pop(mid, None)
+            self._processing[mid] = name
             self._changed()
             return Claimed(int(found.group(1)), envelope, verified, target)
         return None
@@ -178,12 +209,16 @@ class Spool:
         is already gone (the relay shut down meanwhile) is not an error."""
         if claimed.path.parent != self._dirs["processing"]:
             raise ValueError(f"{claimed.path} is not in this spool's processing directory")
-        receipt = self._dirs["done"] / f"{claimed.envelope.message_id}.done"
+        mid = claimed.envelope.message_id
+        receipt = self._dirs["done"] / f"{mid}{_RECEIPT}"
         try:
             os.close(os.open(receipt, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
         except FileNotFoundError:
             return
         claimed.path.unlink(missing_ok=True)
+        self._settled.add(mid)
+        if self._processing.get(mid) == claimed.path.name:
+            del self._processing[mid]
         self._changed()
 
     async def wait_for_work(self) -> None:
@@ -198,74 +233,47 @@ class Spool:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _known(self, mid: str) -> bool:
-        # Scan in the direction entries move (inbox -> processing -> done; the receipt is
-        # written before the payload goes), so a concurrent move cannot hide an id.
-        suffix = f"-{mid}.json"
-        for key in ("inbox", "processing"):
-            names = _listdir(self._dirs[key])
-            if any(len(n) == 12 + len(suffix) and n.endswith(suffix) for n in names):
-                return True
-        return os.path.lexists(self._dirs["done"] / f"{mid}.done")
-
-    def _next_sequence(self) -> int:
-        sequence = self._last + 1
-        self._write_atomic(self.root / "sequence", b"%d\n" % sequence)
-        self._last = sequence
-        return sequence
-
-    def _recover_sequence(self) -> int:
+    def _load_index(self) -> int:
+        """Fill the index from the directories; return the last sequence given out (the
+        sequence file, but never below a number still queued)."""
         text = _read_text(self.root / "sequence")
         last = int(text) if text.isdigit() else 0
-        for key in ("inbox", "processing"):
+        for key, index in (("inbox", self._inbox), ("processing", self._processing)):
             for name in _listdir(self._dirs[key]):
-                found = _NAME_RE.fullmatch(name)
+                found = ENTRY_NAME_RE.fullmatch(name)
                 if found:
+                    index[found.group(2)] = name
                     last = max(last, int(found.group(1)))
+        for name in _listdir(self._dirs["done"]):
+            mid = name.removesuffix(_RECEIPT)
+            if name.endswith(_RECEIPT) and MESSAGE_ID_RE.fullmatch(mid):
+                self._settled.add(mid)
         return last
 
+    def _notice_taken(self, present: set[str]) -> None:
+        # Entries of the index that left the inbox without our claim: another claimer has
+        # them. Still known, so that a retry stays a duplicate; no longer our depth.
+        for mid, name in list(self._inbox.items()):
+            if name not in present and self._inbox.pop(mid, None) is not None:
+                self._settled.add(mid)
+
+    def _forget(self, mid: str, name: str) -> None:
+        # A quarantined entry is in none of inbox, processing or done any more.
+        if self._inbox.get(mid) == name:
+            del self._inbox[mid]
+
+    def _write_sequence(self, sequence: int) -> None:
+        # In place, one write: the number only grows, so it never leaves a longer tail.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(self.root / "sequence", flags, 0o600)
+        try:
+            os.pwrite(fd, b"%d\n" % sequence, 0)
+        finally:
+            os.close(fd)
+
     def _write_state(self) -> None:
-        self._write_atomic(self.root / "state", (_PAUSED if self._paused else _ACCEPTING).encode())
-
-    def _write_atomic(self, path: Path, data: bytes) -> None:
-        temp = self.root / f".tmp-{secrets.token_hex(8)}"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.rename(temp, path)
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
-
-    def _read(self, path: Path, mid: str) -> tuple[Enqueue, bool]:
-        limit = _META_LIMIT + self._limits.max_bytes + 1
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError as exc:
-            raise _Invalid(f"cannot open it: {exc.strerror}") from None
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise _Invalid("it is not a regular file")
-            data = f.read(limit + 1)
-        if len(data) > limit:
-            raise _Invalid("it is larger than any message the listener accepts")
-        head, sep, payload = data.partition(b"\n")
-        try:
-            meta = json.loads(head) if sep else None
-        except ValueError:
-            meta = None
-        if type(meta) is not dict or meta.keys() != {"spool", "verified"} or meta["spool"] != 1:
-            raise _Invalid("its metadata line is missing or malformed")
-        if type(meta["verified"]) is not bool:
-            raise _Invalid("its verified flag is not a boolean")
-        try:
-            envelope = enqueue_from_json(payload, limits=self._limits)
-        except Rejected as exc:
-            raise _Invalid(f"its envelope is invalid: {exc.reason}") from None
-        if envelope.message_id != mid:
-            raise _Invalid("its message id differs from its file name")
-        return envelope, meta["verified"]
+        state = (_PAUSED if self._paused else _ACCEPTING).encode()
+        write_new(self.root, self.root / "state", state)
 
     def _quarantine(self, path: Path, reason: str) -> None:
         try:

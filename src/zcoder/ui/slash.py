@@ -11,7 +11,7 @@ from prompt_toolkit.formatted_text import StyleAndTextTuples
 from zcoder.commands import ParsedCommand, help_lines
 from zcoder.errors import ZcoderError
 from zcoder.ui.backend import SessionRow
-from zcoder.ui.text import one_line, shorten
+from zcoder.ui.text import one_line, shorten, visible_text
 
 if TYPE_CHECKING:
     from zcoder.ui.controller import Controller
@@ -52,8 +52,8 @@ def session_lines(rows: list[SessionRow], now: float) -> list[str]:
 
 
 def _block(title: str, lines: list[str]) -> StyleAndTextTuples:
-    out: StyleAndTextTuples = [("class:system", f"· {title}\n")]
-    out.extend(("class:system", f"    {line}\n") for line in lines)
+    out: StyleAndTextTuples = [("class:system", f"· {visible_text(title)}\n")]
+    out.extend(("class:system", f"    {visible_text(line)}\n") for line in lines)
     return out
 
 

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+import zcoder.tools.files
 from zcoder.tools.base import ToolContext
 from zcoder.tools.files import MAX_FILE_BYTES
 from zcoder.tools.registry import Toolbox, core_tools
@@ -160,3 +161,14 @@ async def test_read_file_range_refuses_binary(ws: Path, call: Call) -> None:
     (ws / "b.bin").write_bytes(b"ab\0cd\n")
     result = await call("read_file_range", path="b.bin", start_line=1, end_line=1)
     assert result.text == "Error: binary file: b.bin"
+
+
+async def test_read_file_range_cuts_an_endless_line(
+    ws: Path, call: Call, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(zcoder.tools.files, "_LINE_CAP", 8)
+    (ws / "one.txt").write_bytes(b"x" * 30 + b"\nshort\n" + b"y" * 16 + b"\nend")
+    result = await call("read_file_range", path="one.txt", start_line=1, end_line=9)
+    assert result.text == (
+        "one.txt lines 1-4 of 4:\n     1\txxxxxxxx\n     2\tshort\n     3\tyyyyyyyy\n     4\tend"
+    )

@@ -12,7 +12,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -73,12 +73,26 @@ def read_line_range(
         if is_binary(f.read(_BINARY_PROBE)):
             raise ToolError(f"binary file: {shown}")
         f.seek(0)
-        for count, raw in enumerate(f, start=1):
+        for count, raw in enumerate(_lines(f), start=1):
             if first <= count <= last and (max_chars > 0 or not kept):
                 line = raw.decode("utf-8", errors="replace").removesuffix("\n").removesuffix("\r")
                 kept.append(line)
                 max_chars -= len(line) + 8  # the line number and tab in front
     return kept, count
+
+
+_LINE_CAP = 1024 * 1024
+
+
+def _lines(f: BinaryIO) -> Iterator[bytes]:
+    """The file's lines, each cut to its first ``_LINE_CAP`` bytes: a file that is one
+    endless line must not be read into memory whole."""
+    while piece := f.readline(_LINE_CAP):
+        if len(piece) == _LINE_CAP and not piece.endswith(b"\n"):
+            while (more := f.readline(_LINE_CAP)) and len(more) == _LINE_CAP:
+                if more.endswith(b"\n"):
+                    break
+        yield piece
 
 
 def is_binary(data: bytes) -> bool:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -244,6 +246,37 @@ async def test_ping_socket_uses_the_socket_and_closes_it(short_tmp: Path) -> Non
     assert ours.fileno() == -1  # closed on failure too
     assert theirs.recv(100) == b""  # and nothing was sent
     theirs.close()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+@pytest.mark.filterwarnings("error::ResourceWarning")
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+async def test_client_closes_every_connection(short_tmp: Path) -> None:
+    # answered, malformed answer, no answer (timed out twice), reset, cannot connect,
+    # cancelled by the caller: afterwards no descriptor of the client is left open
+    mute = socket.socket(socket.AF_UNIX)
+    mute.bind(os.fspath(short_tmp / "mute.sock"))
+    mute.listen(8)
+    path = short_tmp / "a.sock"
+    replies = answer(ack_frame(MID, "accepted"), b"HTTP/1.0 200 OK\r\n", b"", b"")
+    try:
+        async with scripted(path, replies):
+            gc.collect()  # earlier tests' garbage must not close descriptors meanwhile
+            before = set(os.listdir("/proc/self/fd"))
+            assert (await send(path, enqueue_env(), io_timeout=5)).status == "accepted"
+            with pytest.raises(RelayTransportError, match="malformed frame"):
+                await send(path, enqueue_env(), io_timeout=5)
+            with pytest.raises(RelayTransportError, match="after one retry"):
+                await send(path, enqueue_env(), io_timeout=5)  # closed unanswered, twice
+            with pytest.raises(RelayTransportError, match="no ack within the deadline"):
+                await send(short_tmp / "mute.sock", enqueue_env(), io_timeout=0.05)
+            with pytest.raises(RelayTransportError, match="cannot connect"):
+                await send(short_tmp / "gone.sock", enqueue_env(), io_timeout=5)
+            with trio.move_on_after(0.05):
+                await ping(short_tmp / "mute.sock", target_instance_id=ME, sender_instance_id=ME)
+            assert set(os.listdir("/proc/self/fd")) - before == set()
+    finally:
+        mute.close()
 
 
 def test_new_message_id() -> None:

@@ -19,7 +19,6 @@ from tests.ui.conftest import (
     messages_of,
     script,
     sleep_pid,
-    status_line,
     submit,
     text_response,
     wait_ready,
@@ -37,10 +36,11 @@ def test_model_lists_and_switches(launch: Launch, start_fake: StartFake) -> None
     wait_ready(app)
     submit(app, "/model")
     app.wait_for(OTHER_MODEL)
-    assert status_line(app, OTHER_MODEL) is None  # listed, not switched to
+    # Polled: the status bar is redrawn just after a transcript line is printed.
+    wait_status(app, DEFAULT_MODEL)  # listed, not switched to
     submit(app, "/model nosuch:7b")
     app.wait_for(re.compile(r"✗.*nosuch:7b"))  # a clear error, and nothing changes
-    assert status_line(app, DEFAULT_MODEL) is not None
+    wait_status(app, DEFAULT_MODEL)
     # Tab completes the command, then the model name from the server's list.
     app.send("/mo")
     app.press("tab")

@@ -60,7 +60,10 @@ def test_streamed_answer_appears_while_it_streams(launch: Launch, start_fake: St
         "a partial answer",
     )
     # The session is named after its first prompt when the turn starts, not when it ends.
-    assert status_line(app, "“say hello”") is not None, app.describe()
+    app.wait_until(
+        lambda a: "fake model." not in a.screen_text() and bool(status_line(a, "“say hello”")),
+        "the session title in the status bar while the answer streams",
+    )
     app.wait_for("Hello from the fake model.")
     (request,) = wait_requests(fake, 1)
     assert messages_of(request, "user")[-1] == "say hello"
@@ -198,7 +201,7 @@ def test_approval_keys_typed_early_do_not_answer(
     _type_into_question(app, burst)
     wait_question(app, command)
     time.sleep(0.3)
-    assert APPROVAL_QUESTION.search(app.screen_text()), app.describe()
+    app.wait_for(APPROVAL_QUESTION, timeout=2, where="screen")  # still open
     assert not (pty_dirs.workspace / "early.txt").exists()
     assert len(fake.chat_requests()) == 1
     app.send("n")

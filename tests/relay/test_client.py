@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from tests.relay.wire_fakes import ME, SENDER, ack_frame, enqueue_env
 from zcoder.errors import RelayTransportError
 from zcoder.relay import wire
-from zcoder.relay.client import new_message_id, ping, ping_socket, send
+from zcoder.relay.client import finish_ping, new_message_id, ping, send, start_ping
 from zcoder.relay.envelope import Ack
 from zcoder.relay.listener import open_unix_listener
 from zcoder.relay.protocol import FrameDecoder
@@ -228,7 +229,7 @@ async def test_ping_failures(short_tmp: Path) -> None:
         await ping(path, target_instance_id="not an id", sender_instance_id=SENDER)
 
 
-async def test_ping_socket_uses_the_socket_and_closes_it(short_tmp: Path) -> None:
+async def test_ping_started_at_once_then_finished(short_tmp: Path) -> None:
     async def pong(stream: trio.SocketStream, payload: bytes, n: int) -> None:
         await stream.send_all(ack_frame(json.loads(payload)["message_id"], "pong", state="ready"))
 
@@ -236,16 +237,25 @@ async def test_ping_socket_uses_the_socket_and_closes_it(short_tmp: Path) -> Non
     async with scripted(path, pong) as seen:
         sock = wire.connect_nowait(path)
         assert sock is not None
-        ack = await ping_socket(sock, target_instance_id=ME, sender_instance_id=SENDER)
+        with trio.testing.assert_no_checkpoints():
+            pending = start_ping(sock, target_instance_id=ME, sender_instance_id=SENDER)
+        assert pending.unsent == b""  # a fresh connection takes the whole request at once
+        ack = await finish_ping(pending)
         assert (ack.status, ack.state) == ("pong", "ready")
         assert sock.fileno() == -1  # closed
     assert len(seen) == 1
+    assert json.loads(seen[0])["message_id"] == pending.request.message_id
     ours, theirs = socket.socketpair()
     with pytest.raises(RelayTransportError, match="cannot ping"):
-        await ping_socket(ours, target_instance_id="not an id", sender_instance_id=SENDER)
+        start_ping(ours, target_instance_id="not an id", sender_instance_id=SENDER)
     assert ours.fileno() == -1  # closed on failure too
     assert theirs.recv(100) == b""  # and nothing was sent
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
     theirs.close()
+    with pytest.raises(RelayTransportError, match=r"ping to .* failed"):
+        start_ping(ours, target_instance_id=ME, sender_instance_id=SENDER)
+    assert ours.fileno() == -1
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")

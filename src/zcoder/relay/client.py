@@ -20,6 +20,7 @@ import secrets
 import socket
 from pathlib import Path
 
+import attrs
 import trio
 
 from zcoder.errors import FrameError, RelayTransportError
@@ -27,7 +28,7 @@ from zcoder.relay import wire
 from zcoder.relay.envelope import Ack, Enqueue, Ping, decode_ack, encode_envelope
 from zcoder.relay.protocol import INSTANCE_ID_RE, MESSAGE_ID_RE, encode_frame
 
-__all__ = ["new_message_id", "ping", "ping_socket", "send"]
+__all__ = ["PendingPing", "finish_ping", "new_message_id", "ping", "send", "start_ping"]
 
 
 class _Ambiguous(Exception):
@@ -126,35 +127,67 @@ def _ping_request(target_instance_id: str, sender_instance_id: str) -> Ping:
         raise RelayTransportError(f"cannot ping: {exc}") from None
 
 
+@attrs.define
+class PendingPing:
+    """A ping written, as far as the socket took it at once, on a connected socket."""
+
+    sock: socket.socket
+    request: Ping
+    unsent: bytes
+
+
+def start_ping(
+    sock: socket.socket, *, target_instance_id: str, sender_instance_id: str, max_bytes: int = 65536
+) -> PendingPing:
+    """Write a ping on a connected non-blocking socket without waiting. Written right after
+    the connect, the request is there before the peer accepts, so the peer reads it at once
+    and is woken only once. ``RelayTransportError`` (the socket closed) for a bad id or a
+    broken connection."""
+    try:
+        request = _ping_request(target_instance_id, sender_instance_id)
+    except BaseException:
+        sock.close()
+        raise
+    return _start(sock, request, max_bytes)
+
+
+def _start(sock: socket.socket, request: Ping, max_bytes: int) -> PendingPing:
+    try:
+        frame = encode_frame(encode_envelope(request), max_bytes=max_bytes)
+        try:
+            sent = sock.send(frame)
+        except BlockingIOError:
+            sent = 0
+    except OSError as exc:
+        sock.close()
+        target = request.target_instance_id
+        raise RelayTransportError(f"ping to {target} failed: {exc}") from None
+    except BaseException:
+        sock.close()
+        raise
+    return PendingPing(sock, request, frame[sent:])
+
+
+async def finish_ping(pending: PendingPing, *, max_bytes: int = 65536) -> Ack:
+    """Write the rest of the ping and read its ``pong``; the socket is closed on return.
+    ``RelayTransportError`` for any other answer or none; the caller bounds the wait."""
+    target = pending.request.target_instance_id
+    with pending.sock:
+        try:
+            payload = await _exchange(pending.sock, pending.unsent, max_bytes, math.inf)
+        except _Ambiguous as exc:
+            raise RelayTransportError(f"ping to {target} failed: {exc}") from None
+    ack = _checked_ack(payload, pending.request.message_id)
+    if ack.status != "pong":
+        raise RelayTransportError(f"ping to {target} was answered {ack.status}")
+    return ack
+
+
 async def ping(
     socket_path: Path, *, target_instance_id: str, sender_instance_id: str, max_bytes: int = 65536
 ) -> Ack:
     """Probe a peer; return its ``pong`` ack (with its ``state``), else raise
     ``RelayTransportError`` (unreachable, stalled, wrong instance, any other answer)."""
-    request = _ping_request(target_instance_id, sender_instance_id)
-    with await _connect(socket_path) as sock:
-        return await _ping_over(sock, request, max_bytes)
-
-
-async def ping_socket(
-    sock: socket.socket, *, target_instance_id: str, sender_instance_id: str, max_bytes: int = 65536
-) -> Ack:
-    """``ping`` over a non-blocking socket that is already connected (see
-    ``wire.connect_nowait``); the socket is closed on return."""
-    with sock:
-        request = _ping_request(target_instance_id, sender_instance_id)
-        return await _ping_over(sock, request, max_bytes)
-
-
-async def _ping_over(sock: socket.socket, request: Ping, max_bytes: int) -> Ack:
-    """Exchange the ping on ``sock``; the caller closes it."""
-    target = request.target_instance_id
-    frame = encode_frame(encode_envelope(request), max_bytes=max_bytes)
-    try:
-        payload = await _exchange(sock, frame, max_bytes, math.inf)
-    except _Ambiguous as exc:
-        raise RelayTransportError(f"ping to {target} failed: {exc}") from None
-    ack = _checked_ack(payload, request.message_id)
-    if ack.status != "pong":
-        raise RelayTransportError(f"ping to {target} was answered {ack.status}")
-    return ack
+    request = _ping_request(target_instance_id, sender_instance_id)  # bad ids: no connect
+    pending = _start(await _connect(socket_path), request, max_bytes)
+    return await finish_ping(pending, max_bytes=max_bytes)

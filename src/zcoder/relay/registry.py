@@ -13,8 +13,9 @@ agents``, ``/list-agents`` and the ``list_agents`` tool alike) is read-only and 
    ``MAX_MANIFESTS`` candidates in name order whose socket accepts a connection go on
    (a full backlog counts as accepting; that probe connects again, waiting);
 5. read and validate the manifest (``manifest.py``);
-6. ping every valid one concurrently, each under ``io_timeout``, over the connection
-   already made. Only a ``pong`` for that exact instance id makes a peer;
+6. write a ping on each valid one's connection at once (the peer finds it as soon as it
+   accepts: one wake-up), then wait for the answers concurrently, each under
+   ``io_timeout``. Only a ``pong`` for that exact instance id makes a peer;
 7. sort by project (case-insensitive), then pid, then instance id.
 
 So stale files of any number (up to the entry bound) cost a few system calls each and
@@ -25,8 +26,8 @@ nothing: cleanup removes only an instance's own files.
 
 from __future__ import annotations
 
+import contextlib
 import os
-import socket
 import stat
 from pathlib import Path
 
@@ -132,12 +133,16 @@ def _plausible(directory: str, instance_id: str, uid: int) -> bool:
     )
 
 
-_Candidate = tuple[Manifest, "socket.socket | None"]
+_Candidate = tuple[Manifest, "client.PendingPing | None"]
 
 
-def _candidates(directory: str, exclude: str | None) -> list[_Candidate]:
-    """Steps 1 to 5 up to the ping: valid manifests with a listening socket, in name order,
-    at most ``MAX_MANIFESTS`` connections made. The caller owns the sockets."""
+def _candidates(
+    directory: str, exclude: str | None, sender: str, max_bytes: int
+) -> list[_Candidate]:
+    """Steps 1 to 6 up to the wait for the pongs: valid manifests with a listening socket,
+    in name order, at most ``MAX_MANIFESTS`` connections made, each with its ping written
+    (``None``: the backlog was full, the probe connects again). The caller owns the
+    sockets."""
     uid = os.geteuid()
     found: list[_Candidate] = []
     connected = 0
@@ -158,7 +163,12 @@ def _candidates(directory: str, exclude: str | None) -> list[_Candidate]:
                 if sock is not None:
                     sock.close()
                 continue  # malformed, foreign or inconsistent: never trusted
-            found.append((manifest, sock))
+            if sock is None:
+                found.append((manifest, None))
+                continue
+            with contextlib.suppress(RelayError):  # the peer hung up at once: not a peer
+                ids = {"target_instance_id": instance_id, "sender_instance_id": sender}
+                found.append((manifest, client.start_ping(sock, max_bytes=max_bytes, **ids)))
     except BaseException:
         _close_all(found)
         raise
@@ -166,22 +176,26 @@ def _candidates(directory: str, exclude: str | None) -> list[_Candidate]:
 
 
 def _close_all(candidates: list[_Candidate]) -> None:
-    for _, sock in candidates:
-        if sock is not None:
-            sock.close()
+    for _, pending in candidates:
+        if pending is not None:
+            pending.sock.close()
 
 
 async def _probe(
     candidate: _Candidate, sender: str, max_bytes: int, io_timeout: float, out: list[Peer]
 ) -> None:
-    manifest, sock = candidate
-    ids = {"target_instance_id": manifest.instance_id, "sender_instance_id": sender}
+    manifest, pending = candidate
     with trio.move_on_after(io_timeout):
         try:
-            if sock is None:
-                ack = await client.ping(Path(manifest.socket), max_bytes=max_bytes, **ids)
+            if pending is None:
+                ack = await client.ping(
+                    Path(manifest.socket),
+                    target_instance_id=manifest.instance_id,
+                    sender_instance_id=sender,
+                    max_bytes=max_bytes,
+                )
             else:
-                ack = await client.ping_socket(sock, max_bytes=max_bytes, **ids)
+                ack = await client.finish_ping(pending, max_bytes=max_bytes)
         except (RelayError, OSError, trio.BrokenResourceError, trio.ClosedResourceError):
             return  # a reused pid's other listener, a mute socket, garbage: not a peer
         out.append(Peer(manifest=manifest, state=ack.state or manifest.state))
@@ -195,8 +209,8 @@ async def discover(
     pid, then instance id. A missing directory has no peers; an unreadable one is a
     ``RelayError``. Read-only: stale files are skipped, never removed."""
     # A bounded number of cheap system calls on a local (usually tmpfs) directory: inline.
-    candidates = _candidates(os.fspath(relay_dir), exclude_instance_id)
     sender = exclude_instance_id or f"{os.getpid()}-list"
+    candidates = _candidates(os.fspath(relay_dir), exclude_instance_id, sender, max_bytes)
     peers: list[Peer] = []
     started = 0
     try:

@@ -29,7 +29,7 @@ from tests.relay.wire_fakes import (
     ping_obj,
 )
 from zcoder.errors import RelayTransportError, RelayUnavailable
-from zcoder.relay import client
+from zcoder.relay import client, wire
 from zcoder.relay.envelope import Ack, Limits
 from zcoder.relay.listener import Listener, PeerCred, open_unix_listener, peer_credentials
 
@@ -334,6 +334,58 @@ async def test_many_clients_at_once(short_tmp: Path) -> None:
             nursery.start_soon(one, path, i)
     assert {ack.status for ack in results.values()} == {"accepted"}
     assert sorted(ack.queue_position or 0 for ack in results.values()) == list(range(1, 41))
+
+
+async def test_requests_that_arrived_before_the_accept(short_tmp: Path) -> None:
+    # Whatever is already in the socket when the listener accepts: a whole request is
+    # answered at once, anything else goes the ordinary way with the same answers.
+    spool = FakeSpool()
+    listener = make_listener(spool)
+    path = short_tmp / "a.sock"
+    ping = frame(ping_obj())
+    cases = [
+        (ping, ack_frame("p1", "pong", state="ready")),
+        (frame(enqueue_obj()), ack_frame(MID, "accepted", queue_position=1)),
+        (ping + b"x", ack_frame("", "invalid")),  # bytes after the frame
+        (b"ZCODER-AGENT/1 07\n", ack_frame("", "invalid")),  # a bad length
+        (b"GET / HTTP/1.0\r\n\r\n", b""),  # not our protocol: closed unanswered
+    ]
+    async with serving(listener, path):
+        for data, expected in cases:
+            sock = wire.connect_nowait(path)  # no checkpoint until the request is in
+            assert sock is not None
+            await wire.send_all(sock, data)
+            sock.shutdown(socket.SHUT_WR)
+            with sock:
+                reply = bytearray()
+                with trio.fail_after(5):
+                    while chunk := await trio_recv(sock):
+                        reply += chunk
+            assert bytes(reply) == expected, data
+        split = wire.connect_nowait(path)  # half of it before the accept, half after
+        assert split is not None
+        with split:
+            await wire.send_all(split, ping[:10])
+            await trio.testing.wait_all_tasks_blocked()
+            await wire.send_all(split, ping[10:])
+            reply = bytearray()
+            with trio.fail_after(5):
+                while chunk := await trio_recv(split):
+                    reply += chunk
+            assert bytes(reply) == ack_frame("p1", "pong", state="ready")
+    assert len(spool.items) == 1
+    stats = listener.statistics()
+    assert (stats.handled, stats.answered, stats.dropped) == (6, 5, 1)
+
+
+async def trio_recv(sock: socket.socket) -> bytes:
+    while True:
+        try:
+            return sock.recv(4096)
+        except BlockingIOError:
+            await trio.lowlevel.wait_readable(sock)
+        except ConnectionResetError:
+            return b""
 
 
 def open_fds() -> set[str]:

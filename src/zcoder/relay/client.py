@@ -15,7 +15,6 @@ protocol, and asking again would not help.
 
 from __future__ import annotations
 
-import math
 import secrets
 import socket
 from pathlib import Path
@@ -57,21 +56,32 @@ async def _connect(socket_path: Path) -> socket.socket:
 async def _exchange(sock: socket.socket, frame: bytes, max_bytes: int, io_timeout: float) -> bytes:
     """Write the request, then read the ack, each within ``io_timeout``."""
     written = False
+    with trio.move_on_after(io_timeout) as deadline:
+        await _write(sock, frame)
+        written = True
+        deadline.deadline = trio.current_time() + io_timeout
+        return await _read_ack(sock, max_bytes)
+    if written:
+        raise _Ambiguous("no ack within the deadline")
+    raise _Ambiguous("the request could not be written within the deadline")
+
+
+async def _write(sock: socket.socket, frame: bytes) -> None:
     try:
-        with trio.move_on_after(io_timeout) as deadline:
-            await wire.send_all(sock, frame)
-            written = True
-            deadline.deadline = trio.current_time() + io_timeout
-            return await wire.receive_frame(sock, max_bytes)
+        await wire.send_all(sock, frame)
+    except OSError as exc:
+        raise _Ambiguous(f"the connection broke: {exc.strerror or exc}") from None
+
+
+async def _read_ack(sock: socket.socket, max_bytes: int) -> bytes:
+    try:
+        return await wire.receive_frame(sock, max_bytes)
     except EOFError:
         raise _Ambiguous("the connection closed before a complete ack") from None
     except OSError as exc:
         raise _Ambiguous(f"the connection broke: {exc.strerror or exc}") from None
     except FrameError as exc:
         raise RelayTransportError(f"the peer answered with a malformed frame: {exc}") from None
-    if written:
-        raise _Ambiguous("no ack within the deadline")
-    raise _Ambiguous("the request could not be written within the deadline")
 
 
 async def _attempt(
@@ -173,8 +183,9 @@ async def finish_ping(pending: PendingPing, *, max_bytes: int = 65536) -> Ack:
     ``RelayTransportError`` for any other answer or none; the caller bounds the wait."""
     target = pending.request.target_instance_id
     with pending.sock:
-        try:
-            payload = await _exchange(pending.sock, pending.unsent, max_bytes, math.inf)
+        try:  # no deadline of its own: the caller bounds the whole ping
+            await _write(pending.sock, pending.unsent)
+            payload = await _read_ack(pending.sock, max_bytes)
         except _Ambiguous as exc:
             raise RelayTransportError(f"ping to {target} failed: {exc}") from None
     ack = _checked_ack(payload, pending.request.message_id)

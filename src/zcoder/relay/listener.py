@@ -4,10 +4,16 @@ Per connection, and nothing else: read one frame under ``io_timeout`` (header an
 together), validate it, run the sender check, store it through the spool, write one ack
 under ``io_timeout``, close. It never touches the agent, the session or the UI.
 
+A request that has fully arrived by the time the connection is accepted (the usual case:
+clients write right after connecting) is answered there and then, with no task and no
+wait; any other connection gets a task of its own that reads under the deadline. Both give
+the same answers.
+
 What a peer gets:
 
 * another uid (Linux ``SO_PEERCRED``): closed before anything is read;
-* beyond ``max_connections`` concurrent connections: closed at once, unread;
+* while ``max_connections`` connections are waiting for their frame: closed at once,
+  unread;
 * a header that does not start with ``ZCODER-AGENT/1`` and a space: closed without an
   answer (the peer does not speak this protocol);
 * our magic but a bad length (non-decimal, leading zero, above ``max_bytes``) or bytes
@@ -155,7 +161,8 @@ class Listener:
         self._state = state
         self._limits = limits
         self._io_timeout = io_timeout
-        self._slots = trio.CapacityLimiter(max_connections)
+        self._max_connections = max_connections
+        self._in_tasks = 0  # connections being served by a task of their own
         self._uid = os.getuid()
         self._stats = ListenerStatistics()
 
@@ -198,7 +205,7 @@ class Listener:
                     _log.warning("relay accept failed: %s", exc)
                     await trio.sleep(_ACCEPT_BACKOFF)  # out of descriptors: let some close
                     continue
-                nursery.start_soon(self._on_connection, SocketConnection(conn))
+                self._admit(SocketConnection(conn), nursery)
                 accepted += 1
                 if accepted % _ACCEPT_BATCH == 0:
                     await trio.lowlevel.checkpoint()  # a flood must not starve other tasks
@@ -206,22 +213,49 @@ class Listener:
             listening.close()
             listener.socket.close()
 
-    async def _on_connection(self, stream: SocketConnection) -> None:
+    def _admit(self, stream: SocketConnection, nursery: trio.Nursery) -> None:
+        """Refuse another uid, or any connection while ``max_connections`` are being served
+        by tasks, unread; serve a request that has fully arrived at once; give anything
+        else a task of its own."""
         peer = peer_credentials(stream)
-        if peer is not None and peer.uid != self._uid:
+        if (peer is not None and peer.uid != self._uid) or (
+            self._in_tasks >= self._max_connections
+        ):
             self._stats.refused += 1
-            await stream.aclose()
-            return
+            stream.socket.close()
+        elif not self._serve_at_once(stream, peer):
+            self._in_tasks += 1
+            nursery.start_soon(self._serve_in_task, stream, peer)
+
+    def _serve_at_once(self, stream: SocketConnection, peer: PeerCred | None) -> bool:
+        """Answer a connection whose whole request is already readable, without a task and
+        without waiting, and close it; ``False`` (nothing read) when the request is not
+        all there, is malformed or cannot be peeked: the task path deals with those.
+        An ack the socket does not take at once (it always does: a fresh connection and a
+        few hundred bytes) is dropped, which the sender resolves by its one retry."""
+        payload = _whole_request(stream.socket, self._limits.max_bytes)
+        if payload is None:
+            return False
+        self._stats.handled += 1
+        answered = False
         try:
-            self._slots.acquire_nowait()
-        except trio.WouldBlock:
-            self._stats.refused += 1
-            await stream.aclose()
-            return
+            frame = self._frame(self._decide(payload, peer))
+            answered = stream.socket.send(frame) == len(frame)
+        except OSError:
+            pass  # the peer hung up
+        except Exception:
+            self._stats.errors += 1
+            _log.exception("relay connection failed")
+        finally:
+            self._count(answered)
+            stream.socket.close()
+        return True
+
+    async def _serve_in_task(self, stream: SocketConnection, peer: PeerCred | None) -> None:
         try:
             await self.handle(stream, peer)
         finally:
-            self._slots.release()
+            self._in_tasks -= 1
 
     async def handle(self, stream: trio.abc.Stream, peer: PeerCred | None) -> None:
         """Serve one connection to its end; never raises but ``trio.Cancelled``."""
@@ -233,8 +267,7 @@ class Listener:
                 ack = await self._read_and_decide(stream, peer)
                 if ack is not None:
                     deadline.deadline = trio.current_time() + self._io_timeout
-                    frame = encode_frame(encode_envelope(ack), max_bytes=self._limits.max_bytes)
-                    await stream.send_all(frame)
+                    await stream.send_all(self._frame(ack))
                     answered = True
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the peer hung up
@@ -243,11 +276,17 @@ class Listener:
             _log.exception("relay connection failed")
         finally:
             self._stats.active -= 1
-            if answered:
-                self._stats.answered += 1
-            else:
-                self._stats.dropped += 1
+            self._count(answered)
             await _close(stream)
+
+    def _count(self, answered: bool) -> None:
+        if answered:
+            self._stats.answered += 1
+        else:
+            self._stats.dropped += 1
+
+    def _frame(self, ack: Ack) -> bytes:
+        return encode_frame(encode_envelope(ack), max_bytes=self._limits.max_bytes)
 
     async def _read_and_decide(self, stream: trio.abc.Stream, peer: PeerCred | None) -> Ack | None:
         """The answer to the connection's frame, or ``None`` to close without one (end of
@@ -284,6 +323,23 @@ def _ack(
     return Ack(1, "ack", message_id, status, queue_position, state)
 
 
+def _whole_request(sock: socket.socket, max_bytes: int) -> bytes | None:
+    """Read the request if it has fully arrived and is well framed; else read nothing."""
+    decoder = FrameDecoder(max_bytes=max_bytes)
+    try:
+        data = sock.recv(decoder.wanted(), socket.MSG_PEEK)
+        payload = decoder.feed(data)
+    except (OSError, FrameError):
+        return None
+    if payload is None:
+        return None
+    try:
+        taken = sock.recv(len(data))
+    except OSError:
+        return None
+    return payload if taken == data else None
+
+
 def _duplicate(listener: trio.SocketListener) -> socket.socket:
     fd = os.dup(listener.socket.fileno())
     try:
@@ -305,7 +361,10 @@ async def _read_frame(stream: trio.abc.Stream, decoder: FrameDecoder) -> bytes |
 
 
 async def _close(stream: trio.abc.Stream) -> None:
+    if isinstance(stream, SocketConnection):
+        stream.socket.close()  # cannot wait and cannot be cancelled: no scope needed
+        return
     # Shielded, so that the stream is closed even when the connection is being cancelled;
-    # bounded, for streams whose close could wait (a socket's cannot).
+    # bounded, for streams whose close could wait.
     with trio.move_on_after(_CLOSE_GRACE, shield=True):
         await stream.aclose()

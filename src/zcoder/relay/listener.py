@@ -33,20 +33,18 @@ when the connecting process's pid (``SO_PEERCRED``) equals ``sender_pid``.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import os
 import socket
-import struct
 from collections.abc import Callable
-from pathlib import Path
 from typing import Protocol
 
 import attrs
 import trio
 
-from zcoder.errors import FrameError, RelayUnavailable
+from zcoder.errors import FrameError
+from zcoder.relay import wire
 from zcoder.relay.envelope import (
     Ack,
     Enqueue,
@@ -57,7 +55,7 @@ from zcoder.relay.envelope import (
     encode_envelope,
 )
 from zcoder.relay.protocol import FrameDecoder, encode_frame
-from zcoder.relay.wire import SocketConnection
+from zcoder.relay.wire import PeerCred, SocketConnection, open_unix_listener, peer_credentials
 
 __all__ = [
     "Listener",
@@ -69,7 +67,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-_PEERCRED = struct.Struct("3i")
 _CLOSE_GRACE = 1.0
 # accept() failures that mean "too many descriptors or too little memory right now", as in
 # trio.serve_listeners: wait a little and go on accepting.
@@ -87,15 +84,6 @@ class SpoolLike(Protocol):
     def paused(self) -> bool: ...
 
 
-@attrs.frozen
-class PeerCred:
-    """The connecting process, as the kernel reports it."""
-
-    pid: int
-    uid: int
-    gid: int
-
-
 @attrs.define
 class ListenerStatistics:
     """Counters for tests and diagnostics."""
@@ -106,39 +94,6 @@ class ListenerStatistics:
     answered: int = 0  # an ack was written
     dropped: int = 0  # closed without an ack (EOF, stall, garbage, internal error)
     errors: int = 0  # unexpected exceptions caught in the handler
-
-
-def peer_credentials(stream: trio.abc.Stream) -> PeerCred | None:
-    """``SO_PEERCRED`` of a Unix socket stream; ``None`` where it is unavailable."""
-    option = getattr(socket, "SO_PEERCRED", None)
-    sock = getattr(stream, "socket", None)
-    if option is None or sock is None or sock.family != socket.AF_UNIX:
-        return None
-    try:
-        raw = sock.getsockopt(socket.SOL_SOCKET, option, _PEERCRED.size)
-    except OSError:
-        return None
-    pid, uid, gid = _PEERCRED.unpack(raw)
-    return PeerCred(pid=pid, uid=uid, gid=gid)
-
-
-async def open_unix_listener(path: Path) -> trio.SocketListener:
-    """Bind ``path`` (which must not exist), listen with backlog 64, chmod 0600;
-    ``RelayUnavailable`` if any step fails (a socket file this call created is removed)."""
-    sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    bound = False
-    try:
-        await sock.bind(os.fspath(path))
-        bound = True
-        os.chmod(path, 0o600)
-        sock.listen(64)
-    except OSError as exc:
-        sock.close()
-        if bound:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-        raise RelayUnavailable(f"cannot listen on {path}: {exc.strerror or exc}") from None
-    return trio.SocketListener(sock)
 
 
 class Listener:
@@ -183,7 +138,9 @@ class Listener:
         the scheduler."""
         async with trio.open_nursery() as nursery:
             for listener in listeners:
-                listening = _duplicate(listener)  # before started(): no descriptor appears later
+                listening = wire.duplicate_socket(
+                    listener.socket
+                )  # before started(): no descriptor appears later
                 nursery.start_soon(self._accept_loop, listener, listening, nursery)
             task_status.started(listeners)
 
@@ -233,7 +190,7 @@ class Listener:
         all there, is malformed or cannot be peeked: the task path deals with those.
         An ack the socket does not take at once (it always does: a fresh connection and a
         few hundred bytes) is dropped, which the sender resolves by its one retry."""
-        payload = _whole_request(stream.socket, self._limits.max_bytes)
+        payload = wire.peek_whole_frame(stream.socket, self._limits.max_bytes)
         if payload is None:
             return False
         self._stats.handled += 1
@@ -321,32 +278,6 @@ def _ack(
     message_id: str, status: str, *, queue_position: int | None = None, state: str | None = None
 ) -> Ack:
     return Ack(1, "ack", message_id, status, queue_position, state)
-
-
-def _whole_request(sock: socket.socket, max_bytes: int) -> bytes | None:
-    """Read the request if it has fully arrived and is well framed; else read nothing."""
-    decoder = FrameDecoder(max_bytes=max_bytes)
-    try:
-        data = sock.recv(decoder.wanted(), socket.MSG_PEEK)
-        payload = decoder.feed(data)
-    except (OSError, FrameError):
-        return None
-    if payload is None:
-        return None
-    try:
-        taken = sock.recv(len(data))
-    except OSError:
-        return None
-    return payload if taken == data else None
-
-
-def _duplicate(listener: trio.SocketListener) -> socket.socket:
-    fd = os.dup(listener.socket.fileno())
-    try:
-        return socket.socket(fileno=fd)
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 async def _read_frame(stream: trio.abc.Stream, decoder: FrameDecoder) -> bytes | None:

@@ -7,25 +7,45 @@ step that can complete at once does, and a step that would block waits with
 ``trio.lowlevel.wait_readable`` / ``wait_writable``, so cancellation and deadlines work as
 usual. The functions raise ``OSError`` (connection), ``FrameError`` (a malformed frame) and
 ``EOFError`` (end of stream before the frame was complete); the caller owns the socket.
-``SocketConnection`` wraps an accepted socket as a ``trio.abc.Stream`` for the listener.
+
+For the listener: ``open_unix_listener`` binds and listens, ``duplicate_socket`` gives a
+plain socket to accept on, ``peer_credentials`` reads ``SO_PEERCRED``,
+``peek_whole_frame`` takes a request only if it has fully arrived, and
+``SocketConnection`` wraps an accepted socket as a ``trio.abc.Stream``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import socket
+import struct
 from pathlib import Path
 
+import attrs
 import trio
 
+from zcoder.errors import FrameError, RelayUnavailable
 from zcoder.relay.protocol import FrameDecoder
 
-__all__ = ["SocketConnection", "connect", "connect_nowait", "receive_frame", "send_all"]
+__all__ = [
+    "PeerCred",
+    "SocketConnection",
+    "connect",
+    "connect_nowait",
+    "duplicate_socket",
+    "open_unix_listener",
+    "peek_whole_frame",
+    "peer_credentials",
+    "receive_frame",
+    "send_all",
+]
 
 # A listener's full backlog refuses with EAGAIN instead of queueing the connect (Linux).
 _BACKLOG_FULL = (errno.EAGAIN, errno.EINPROGRESS)
 _BACKLOG_RETRY = 0.002
+_PEERCRED = struct.Struct("3i")
 
 
 def connect_nowait(path: str | Path) -> socket.socket | None:
@@ -107,3 +127,72 @@ class SocketConnection(trio.abc.Stream):
 
     async def aclose(self) -> None:
         self.socket.close()
+
+
+@attrs.frozen
+class PeerCred:
+    """The connecting process, as the kernel reports it."""
+
+    pid: int
+    uid: int
+    gid: int
+
+
+def peer_credentials(stream: trio.abc.Stream) -> PeerCred | None:
+    """``SO_PEERCRED`` of a Unix socket stream; ``None`` where it is unavailable."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    sock = getattr(stream, "socket", None)
+    if option is None or sock is None or sock.family != socket.AF_UNIX:
+        return None
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, option, _PEERCRED.size)
+    except OSError:
+        return None
+    pid, uid, gid = _PEERCRED.unpack(raw)
+    return PeerCred(pid=pid, uid=uid, gid=gid)
+
+
+async def open_unix_listener(path: Path) -> trio.SocketListener:
+    """Bind ``path`` (which must not exist), listen with backlog 64, chmod 0600;
+    ``RelayUnavailable`` if any step fails (a socket file this call created is removed)."""
+    sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    bound = False
+    try:
+        await sock.bind(os.fspath(path))
+        bound = True
+        os.chmod(path, 0o600)
+        sock.listen(64)
+    except OSError as exc:
+        sock.close()
+        if bound:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        raise RelayUnavailable(f"cannot listen on {path}: {exc.strerror or exc}") from None
+    return trio.SocketListener(sock)
+
+
+def peek_whole_frame(sock: socket.socket, max_bytes: int) -> bytes | None:
+    """Read the request if it has fully arrived and is well framed; else read nothing."""
+    decoder = FrameDecoder(max_bytes=max_bytes)
+    try:
+        data = sock.recv(decoder.wanted(), socket.MSG_PEEK)
+        payload = decoder.feed(data)
+    except (OSError, FrameError):
+        return None
+    if payload is None:
+        return None
+    try:
+        taken = sock.recv(len(data))
+    except OSError:
+        return None
+    return payload if taken == data else None
+
+
+def duplicate_socket(sock: trio.socket.SocketType) -> socket.socket:
+    """A plain socket on a duplicate of ``sock``'s descriptor (closing one leaves the other)."""
+    fd = os.dup(sock.fileno())
+    try:
+        return socket.socket(fileno=fd)
+    except BaseException:
+        os.close(fd)
+        raise

@@ -132,8 +132,15 @@ class Screen:
         self.child.send(text)
 
     def close(self) -> None:
-        self.child.sendcontrol("d")
-        self.child.expect(pexpect.EOF, timeout=10)
+        """Ctrl-D on the empty input, and wait for the exit (the pump thread reads the
+        output, so this must not ``expect`` it)."""
+        self.child.send("\x15\x04")
+        deadline = time.monotonic() + 15
+        while self.child.isalive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self.child.isalive():
+            self.child.terminate(force=True)
+            raise RuntimeError("zcoder did not exit on Ctrl-D")
 
 
 def pct(values: list[float], p: float) -> float:

@@ -70,6 +70,7 @@ class Controller:
             task_status.started()
             async for event in self.receive:
                 if isinstance(event, ExitRequest):
+                    _log.debug("exit requested: %s", event.reason)
                     self.exit_reason = event.reason
                     break
                 if isinstance(event, CancelTurn):

@@ -21,7 +21,7 @@ from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 from prompt_toolkit.filters import Condition
-from prompt_toolkit.formatted_text import FormattedText, StyleAndTextTuples
+from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.history import History
 from prompt_toolkit.input import Input
 from prompt_toolkit.layout import ConditionalContainer, HSplit, Layout, Window
@@ -30,7 +30,7 @@ from prompt_toolkit.layout.dimension import Dimension
 from prompt_toolkit.layout.menus import CompletionsMenu
 from prompt_toolkit.layout.processors import AfterInput, ConditionalProcessor
 from prompt_toolkit.output import Output
-from prompt_toolkit.shortcuts import print_formatted_text
+from prompt_toolkit.renderer import print_formatted_text as write_fragments
 
 from zcoder.commands import find
 from zcoder.ui.approval import ApprovalLine
@@ -203,6 +203,7 @@ class Terminal:
         self._post(CancelTurn())
 
     def exit(self) -> None:
+        _log.debug("exit key")
         self._post(ExitRequest("user"))
 
     def answer(self, key: str) -> None:
@@ -230,22 +231,19 @@ class Terminal:
         if not (app.is_running and not app.is_done):
             self._write(fragments)
             return
-        # Like run_in_terminal, minus the cooked-mode switch: keys typed meanwhile are
-        # neither echoed into the scrollback nor lost.
+        # Like run_in_terminal, minus its switch to cooked mode, where keys typed meanwhile
+        # would be echoed into the scrollback, and ^D, ^U, ^C taken by the tty driver.
         app.renderer.erase()
         self._write(fragments)
         app._request_absolute_cursor_position()
         app._redraw()
 
     def _write(self, fragments: StyleAndTextTuples) -> None:
-        print_formatted_text(
-            FormattedText(fragments),
-            style=STYLE,
-            output=self.app.output,
-            color_depth=self.app.color_depth,
-            include_default_pygments_style=False,
-            end="",
-        )
+        # The renderer's printer writes now; the shortcut of the same name would defer to
+        # run_in_terminal whenever an application is running.
+        output = self.app.output
+        write_fragments(output, fragments, STYLE, color_depth=self.app.color_depth)
+        output.flush()
 
     # -- the Trio task --------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -264,8 +262,10 @@ class Terminal:
                 nursery.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(_EXIT_GRACE):
+                _log.debug("ending the app")
                 self._stop(task)
                 await ended.wait()
+            _log.debug("the app has ended")
             error = _app_error(task)
             try:
                 self.flush()

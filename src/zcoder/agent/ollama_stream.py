@@ -6,6 +6,7 @@ reply was complete.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections import deque
 
 import httpx
@@ -23,7 +24,28 @@ _MAX_BUFFERED_PIECES = 64
 
 
 def describe(exc: BaseException) -> str:
+    """A short cause: the first OS error number found ("connection refused"), else the text.
+
+    httpx wraps the socket error several layers deep (trio's connect gathers every attempt
+    into an ExceptionGroup), and its own text repeats the address the caller already shows.
+    """
+    errno = _first_errno(exc, depth=0)
+    if errno is not None:
+        return os.strerror(errno).lower()
     return str(exc) or type(exc).__name__
+
+
+def _first_errno(exc: BaseException | None, *, depth: int) -> int | None:
+    if exc is None or depth > 8:
+        return None
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return exc.errno
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _first_errno(inner, depth=depth + 1)
+            if found is not None:
+                return found
+    return _first_errno(exc.__cause__ or exc.__context__, depth=depth + 1)
 
 
 class ChunkStream:

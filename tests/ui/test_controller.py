@@ -43,6 +43,7 @@ class FakeBackend:
         self.new_sessions = 0
         self.switched: list[str] = []
         self.relayed: list[str] = []
+        self.paused = False
         self.sink: Controller | None = None
         self.approver: ApprovalLine | None = None
         self._scope: trio.CancelScope | None = None
@@ -125,7 +126,10 @@ class FakeBackend:
     async def list_agents(self) -> list[str]:
         raise ZcoderError("the relay is not running in this instance")
 
-    def relay_control(self, action: str) -> str:
+    def relay_control(self, action: str) -> list[str]:
+        if action == "pause":
+            self.paused = True
+            return ["Relay paused."]
         raise ZcoderError("the relay is not running in this instance")
 
 

@@ -8,23 +8,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
 
 import attrs
 import trio
 
-from zcoder.agent.agent import Agent, TurnRequest
+from zcoder.agent.agent import Agent, RelaySender, TurnRequest
 from zcoder.agent.ollama import OllamaClient
 from zcoder.agent.rounds import describe_model_error
+from zcoder.app.relay import RelayLink, RelayToolbox, SendLabels
 from zcoder.approval import Approver
 from zcoder.config import Config
 from zcoder.conversation import Message, TranscriptEvent
 from zcoder.errors import ModelError, SessionError, ZcoderError
-from zcoder.live import LiveEvent, ToolUpdate, TurnSink
+from zcoder.live import Entry, LiveEvent, ToolUpdate, TurnSink
+from zcoder.relay.spool import Claimed
 from zcoder.session import Session, SessionStore, SessionSummary
-from zcoder.tools.registry import Toolbox, core_tools
+from zcoder.tools.registry import core_tools
 from zcoder.ui.backend import SessionRow
-from zcoder.ui.status import Status
 
 __all__ = ["AgentBackend"]
 
@@ -69,22 +70,31 @@ class AgentBackend:
     """The controller's ``Backend`` over the agent, the session store and the client."""
 
     def __init__(
-        self, config: Config, store: SessionStore, session: Session, client: OllamaClient
+        self,
+        config: Config,
+        store: SessionStore,
+        session: Session,
+        client: OllamaClient,
+        runtime_dir: Path | None = None,
     ) -> None:
         self._config = config
         self._store = store
         self._client = client
         self._agent: Agent | None = None
         self._session = session
+        self._toolbox = RelayToolbox(core_tools())
+        self.relay = RelayLink(config, runtime_dir, self._toolbox)
+        self._sink: TurnSink | None = None
         self.models: list[str] = []
         self.session_ids: list[str] = []
 
     def attach(self, *, approver: Approver, sink: TurnSink) -> None:
+        self._sink = sink
         self._agent = Agent(
             config=self._config,
             client=self._client,
-            toolbox=Toolbox(core_tools()),
-            approver=approver,
+            toolbox=self._toolbox,
+            approver=SendLabels(approver, self.relay.label),
             store=self._store,
             session=self._session,
             sink=_OutputSink(sink, lambda: self.agent.session.history),
@@ -113,7 +123,11 @@ class AgentBackend:
         return list(self._session.events)
 
     async def run_turn(self, text: str) -> str:
-        return (await self.agent.run_turn(TurnRequest("user", text))).status
+        self.relay.refresh(state="busy")
+        try:
+            return (await self.agent.run_turn(TurnRequest("user", text))).status
+        finally:
+            self.relay.refresh(state="ready")
 
     def cancel_turn(self) -> bool:
         return self.agent.cancel_turn()
@@ -153,6 +167,7 @@ class AgentBackend:
 
     def set_model(self, name: str) -> None:
         self.agent.set_model(name)
+        self.relay.refresh(model=name)
 
     def _leave(self, new: Session) -> None:
         old = self.agent.session
@@ -160,6 +175,7 @@ class AgentBackend:
             self._save(old)
         self.agent.switch_session(new)
         self._store.release(old)
+        self.relay.refresh(session_id=new.id, model=self.model)
 
     def new_session(self) -> None:
         self._leave(self._store.create(self.model))
@@ -181,25 +197,42 @@ class AgentBackend:
             raise
         return list(session.events)
 
-    # -- the relay: wired by the relay issue (RelayService, relay tools, relayed turns) ----
+    # -- the relay ----------------------------------------------------------------------
+    async def start_relay(self, root: trio.Nursery, on_change: Callable[[], None]) -> str:
+        """Start the relay in ``root`` (it is optional); ``""`` or why it is unavailable."""
+        self.relay.on_change(on_change)
+        return await self.relay.start(root, model=self.model, session_id=self.session_id)
+
     def relay_waiting(self) -> bool:
-        return False
+        return self.relay.waiting()
 
     async def run_relay_turn(self) -> bool:
-        return False
+        claimed, problems = self.relay.claim()
+        for problem in problems:  # shown, never given to the model
+            self._show(TranscriptEvent(role="error", text=problem))
+        if claimed is None:
+            return False
+        self.relay.refresh(state="busy")
+        try:
+            outcome = await self.agent.run_turn(TurnRequest("relay", *_sender(claimed)))
+            _log.debug("relayed turn %s ended: %s", claimed.envelope.message_id, outcome.status)
+        finally:
+            self.relay.complete(claimed)
+            self.relay.refresh(state="ready")
+        return True
 
     def relay_status(self) -> tuple[str, int]:
-        return "", 0
+        return self.relay.status()
 
     async def list_agents(self) -> list[str]:
-        raise ZcoderError("the relay is not running in this instance")
+        return await self.relay.list_lines()
 
-    def relay_control(self, action: str) -> str:
-        raise ZcoderError("the relay is not running in this instance")
+    def relay_control(self, action: str) -> list[str]:
+        return self.relay.control(action)
 
-    async def start_relay(self, root: trio.Nursery, status: Status, redraw: Any) -> str:
-        """Start the relay service here when it is available (it is optional)."""
-        return ""
+    def _show(self, event: TranscriptEvent) -> None:
+        if self._sink is not None:
+            self._sink.emit(Entry(event))
 
     def _save(self, session: Session) -> bool:
         try:
@@ -215,3 +248,15 @@ class AgentBackend:
         saved = bool(session.history) and self._save(session)
         self._store.release(session)
         return session.id, saved
+
+
+def _sender(claimed: Claimed) -> tuple[str, RelaySender]:
+    e = claimed.envelope
+    sender = RelaySender(
+        instance_id=e.sender_instance_id,
+        pid=e.sender_pid,
+        project=e.sender_project,
+        workspace=e.sender_workspace,
+        verified=claimed.verified,
+    )
+    return e.body, sender

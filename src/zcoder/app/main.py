@@ -67,7 +67,7 @@ def run_app(config: Config) -> int:
     with open_runtime_dir() as runtime_dir:
         _setup_logging(config, runtime_dir)
         try:
-            asyncio.run(_host_main(config, store, session, state))
+            asyncio.run(_host_main(config, store, session, state, runtime_dir))
         except BaseException as exc:  # the terminal is restored by now
             state.crash = state.crash or exc
     return _report(state)
@@ -100,7 +100,9 @@ def _setup_logging(config: Config, runtime_dir: Path) -> None:
     root.setLevel(logging.DEBUG if config.debug_log else logging.WARNING)
 
 
-async def _host_main(config: Config, store: SessionStore, session: Session, state: _Exit) -> None:
+async def _host_main(
+    config: Config, store: SessionStore, session: Session, state: _Exit, runtime_dir: Path
+) -> None:
     loop = asyncio.get_running_loop()
     done: asyncio.Future[outcome.Outcome[None]] = loop.create_future()
 
@@ -128,6 +130,7 @@ async def _host_main(config: Config, store: SessionStore, session: Session, stat
             store,
             session,
             state,
+            runtime_dir,
             run_sync_soon_threadsafe=loop.call_soon_threadsafe,
             run_sync_soon_not_threadsafe=loop.call_soon,
             done_callback=done.set_result,
@@ -145,10 +148,12 @@ async def _host_main(config: Config, store: SessionStore, session: Session, stat
             loop.remove_signal_handler(signum)
 
 
-async def _trio_main(config: Config, store: SessionStore, session: Session, state: _Exit) -> None:
+async def _trio_main(
+    config: Config, store: SessionStore, session: Session, state: _Exit, runtime_dir: Path
+) -> None:
     token = trio.lowlevel.current_trio_token()
     async with OllamaClient(config.host) as client:
-        backend = AgentBackend(config, store, session, client)
+        backend = AgentBackend(config, store, session, client, runtime_dir)
         try:
             await _run_root(config, backend, token, state)
         finally:
@@ -182,9 +187,12 @@ async def _run_root(
     async with trio.open_nursery() as root:
         state.request = lambda reason: token.run_sync_soon(controller.request_exit, reason)
         await root.start(_run_ui, terminal, root.cancel_scope)
-        relay = await backend.start_relay(root, status, terminal.invalidate)
-        if relay:
-            _log.info("relay: %s", relay)
+        # The relay's shut-down (manifest first) runs when the root scope is cancelled,
+        # whatever the exit: a key, /quit, a signal or a crash.
+        problem = await backend.start_relay(root, controller.wake)
+        if problem:
+            _log.warning("relay unavailable: %s", problem)
+            controller.view.notice(f"Relay unavailable (no agent messages): {problem}")
         if state.pending:
             controller.request_exit(state.pending)
         state.reason = await controller.run()

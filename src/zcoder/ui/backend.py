@@ -75,13 +75,15 @@ class Backend(Protocol):
         ...
 
     def relay_status(self) -> tuple[str, int]:
-        """``(state, waiting)`` for the status bar; ``("", 0)`` when no relay runs here."""
+        """``(state, waiting)`` for the status bar: ``on``, ``paused``, ``off`` or
+        ``unavailable`` (``""`` hides it), and the accepted messages not yet started."""
         ...
 
     async def list_agents(self) -> list[str]:
-        """The other live instances, one display line each (relay)."""
+        """``/list-agents``: the peer table's lines, or the one no-peers sentence; a
+        ``ZcoderError`` saying why when the relay is off or unavailable."""
         ...
 
-    def relay_control(self, action: str) -> str:
-        """``""`` (show state), ``pause`` or ``resume``; returns the line to show."""
+    def relay_control(self, action: str) -> list[str]:
+        """``""`` (show the state and help), ``pause`` or ``resume``; the lines to show."""
         ...

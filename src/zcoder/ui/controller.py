@@ -40,6 +40,7 @@ class Controller:
         self._wake = trio.Event()
         self._nursery: trio.Nursery | None = None
         self.turn_active = False
+        self._relay_turn = False
         self._requeued = False
         self.exit_reason = ""
         self.slash = SlashCommands(self)
@@ -105,6 +106,8 @@ class Controller:
         if not self.backend.cancel_turn():
             return
         _log.debug("turn cancel requested")
+        if self._relay_turn:
+            self._hold_relay()
         if self.queue:
             buffer = self.terminal.buffer
             draft = "\n".join([*self.queue, buffer.text]).rstrip("\n")
@@ -113,6 +116,19 @@ class Controller:
             buffer.text = draft
             buffer.cursor_position = len(draft)
             self._requeued = True
+
+    def _hold_relay(self) -> None:
+        # Like queued prompts, queued relayed messages must not start right after the user
+        # stopped one: pause taking them (they stay queued) until /agents resume.
+        state, waiting = self.backend.relay_status()
+        if state != "on" or not waiting:
+            return
+        self.backend.relay_control("pause")
+        self.refresh_status()
+        self.view.notice(
+            f"Relay paused: {waiting} more relayed message{'s wait' if waiting > 1 else ' waits'}"
+            "; /agents resume runs them (new deliveries are refused meanwhile)."
+        )
 
     def _queue_changed(self) -> None:
         self.status.queued_prompts = len(self.queue) if self.turn_active else 0
@@ -127,13 +143,20 @@ class Controller:
     async def _worker(self) -> None:
         # One turn at a time: a waiting relayed message first, then the next local prompt.
         while True:
-            if self.backend.relay_waiting() and await self._turn(self.backend.run_relay_turn):
+            if self.backend.relay_waiting() and await self._turn(self._relayed_turn):
                 continue
             if self.queue:
                 await self._turn(functools.partial(self._user_turn, self.queue.pop(0)))
                 continue
             self._wake = trio.Event()
             await self._wake.wait()
+
+    async def _relayed_turn(self) -> bool:
+        self._relay_turn = True
+        try:
+            return await self.backend.run_relay_turn()
+        finally:
+            self._relay_turn = False
 
     async def _user_turn(self, text: str) -> bool:
         outcome = await self.backend.run_turn(text)

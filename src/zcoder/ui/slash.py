@@ -85,15 +85,29 @@ class SlashCommands:
             elif name == "sessions":
                 self.sessions(args)
             elif name == "list-agents":
-                with trio.fail_after(_LIST_SECONDS):
-                    lines = await self.c.backend.list_agents()
-                self._print("Other zcoder instances:", lines or ["(none running)"])
+                await self.list_agents()
             elif name == "agents":
-                self._notice(self.c.backend.relay_control(args))
+                self.agents(args)
         except ZcoderError as exc:
             self._notice(str(exc), "error")
         except trio.TooSlowError:
             self._notice(f"/{name} took too long and was abandoned.", "error")
+
+    async def list_agents(self) -> None:
+        with trio.fail_after(_LIST_SECONDS):
+            lines = await self.c.backend.list_agents()
+        if len(lines) == 1:  # the no-peers sentence
+            self._notice(lines[0])
+        else:
+            self._print("Other zcoder instances on this machine:", lines)
+
+    def agents(self, action: str) -> None:
+        lines = self.c.backend.relay_control(action)
+        if action:
+            self.c.refresh_status()
+            self._notice(" ".join(lines))
+        else:
+            self._print(lines[0], lines[1:])
 
     def help(self) -> None:
         width = max(len(usage) for usage, _ in help_lines())

@@ -1,0 +1,253 @@
+"""The app's side of the relay: the service in the root nursery, claims for the worker, the
+tools' handle, the status line and ``/agents``.
+
+``RelayLink`` starts ``RelayService`` (unless ``ZCODER_RELAY=off`` or a relay setting is
+invalid) and translates it for the app. Only the foreground claims: one message at a time,
+and never while paused (accepted messages wait and run in FIFO order after ``resume``).
+``RelayToolbox`` carries the relay tools exactly while the relay is available, and
+``SendLabels`` names the target of a send question with what discovery reported about it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import attrs
+import trio
+
+from zcoder.approval import Answer, ApprovalRequest, Approver
+from zcoder.config import Config
+from zcoder.errors import RelayError, RelayUnavailable, ZcoderError
+from zcoder.relay import client
+from zcoder.relay.envelope import Ack
+from zcoder.relay.listing import peer_table, visible
+from zcoder.relay.registry import Peer
+from zcoder.relay.service import RelayService
+from zcoder.relay.spool import Claimed
+from zcoder.tools.base import Tool
+from zcoder.tools.registry import Toolbox
+from zcoder.tools.relay_tools import relay_tools
+
+__all__ = ["RelayLink", "RelayToolbox", "SendLabels"]
+
+OFF_REASON = "the relay is off (ZCODER_RELAY=off)"
+_CONTROL_HELP = (
+    "/agents pause   refuse new relayed messages; those already accepted wait",
+    "/agents resume  accept again, and run the waiting ones in order",
+)
+
+
+class RelayToolbox(Toolbox):
+    """The agent's toolbox: the core tools, plus the relay tools while the relay is up.
+
+    The agent reads its toolbox at the start of every turn and every tool call, so the
+    relay tools appear once the relay is available and go when it is lost."""
+
+    __slots__ = ("_core",)
+
+    def __init__(self, core: Sequence[Tool]) -> None:
+        super().__init__(core)
+        self._core = list(core)
+
+    def set_extra(self, extra: Sequence[Tool]) -> None:
+        self._tools = Toolbox([*self._core, *extra])._tools
+
+
+class RelayLink:
+    """One instance's relay as the app uses it; ``start`` once, in the root nursery."""
+
+    def __init__(self, config: Config, runtime_dir: Path | None, toolbox: RelayToolbox) -> None:
+        self._config = config
+        self._runtime_dir = runtime_dir
+        self._toolbox = toolbox
+        self.service: RelayService | None = None
+        self._reason = config.relay_problem or (OFF_REASON if config.relay.mode == "off" else "")
+        self._peers: dict[str, Peer] = {}
+        self._running: Claimed | None = None
+        self._callbacks: list[Callable[[], None]] = []
+        self._tools = relay_tools(self)
+
+    # -- start ----------------------------------------------------------------------------
+
+    async def start(self, nursery: trio.Nursery, *, model: str, session_id: str) -> str:
+        """Start the service; ``""`` when it runs (or is off by configuration: already
+        said), else why it is unavailable (one line, for one notice)."""
+        if self._reason or self._runtime_dir is None:
+            self._reason = self._reason or "no private runtime directory"
+            return "" if self._config.relay_problem or self.off else self._reason
+        config = self._config
+        service = RelayService(
+            settings=config.relay,
+            settings_problem="",
+            runtime_dir=self._runtime_dir,
+            env=os.environ,
+            project=config.workspace.name or str(config.workspace),
+            workspace=config.workspace,
+            profile=config.profile,
+            model=model,
+            session_id=session_id,
+        )
+        self.service = service
+        service.on_change(self._changed)
+        await nursery.start(service.run)
+        self._changed()
+        status = service.status()
+        return "" if status.available else status.reason
+
+    def on_change(self, callback: Callable[[], None]) -> None:
+        self._callbacks.append(callback)
+
+    def _changed(self) -> None:
+        self._toolbox.set_extra(self._tools if self.available else [])
+        for callback in self._callbacks:
+            callback()
+
+    # -- state ----------------------------------------------------------------------------
+
+    @property
+    def off(self) -> bool:
+        return self._config.relay.mode == "off" or bool(self._config.relay_problem)
+
+    @property
+    def available(self) -> bool:
+        return self.service is not None and self.service.status().available
+
+    @property
+    def reason(self) -> str:
+        if self.service is not None:
+            return self.service.status().reason
+        return self._reason
+
+    def status(self) -> tuple[str, int]:
+        """``(state, waiting)``: ``on``/``paused``/``off``/``unavailable`` and the accepted
+        messages not yet started."""
+        if self.service is None:
+            return ("off" if self.off else "unavailable"), 0
+        status = self.service.status()
+        waiting = max(status.queued - (self._running is not None), 0)
+        if not status.available:
+            return "unavailable", waiting
+        return ("paused" if status.paused else "on"), waiting
+
+    def waiting(self) -> bool:
+        """A message waits and the foreground may take it (not paused, none running)."""
+        state, waiting = self.status()
+        return state == "on" and waiting > 0 and self._running is None
+
+    def refresh(self, **fields: str) -> None:
+        if self.service is not None:
+            self.service.refresh(**fields)
+
+    # -- the worker's claims --------------------------------------------------------------
+
+    def claim(self) -> tuple[Claimed | None, list[str]]:
+        """The oldest waiting message (or ``None``), and quarantine reports to show."""
+        spool = self.service.spool if self.service is not None else None
+        if spool is None or spool.paused or self._running is not None:
+            return None, []
+        self._running = spool.claim()
+        problems = spool.take_problems()
+        self._changed()  # the claimed message is running now, not waiting
+        return self._running, problems
+
+    def complete(self, claimed: Claimed) -> None:
+        """Settle the message whatever the turn's outcome (at most once)."""
+        self._running = None
+        spool = self.service.spool if self.service is not None else None
+        try:
+            if spool is not None:
+                spool.complete(claimed)
+        finally:
+            self._changed()
+
+    # -- /agents and /list-agents ---------------------------------------------------------
+
+    def control(self, action: str) -> list[str]:
+        """``""`` shows the state, ``pause``/``resume`` switch; the lines to show."""
+        if action not in ("", "pause", "resume"):
+            raise ZcoderError(f"unknown /agents action {action!r}: use pause or resume")
+        service = self.service
+        if action and (service is None or not self.available):
+            raise ZcoderError(f"the relay is not running in this instance: {self.reason}")
+        if service is not None and action == "pause":
+            service.pause()
+            return ["Relay paused: new relayed messages are refused; accepted ones wait."]
+        if service is not None and action == "resume":
+            service.resume()
+            return ["Relay resumed: accepting relayed messages again."]
+        return self._describe()
+
+    def _describe(self) -> list[str]:
+        state, waiting = self.status()
+        service = self.service
+        if service is None or state == "unavailable":
+            return [f"Relay {state}: {self.reason}"]
+        status = service.status()
+        running = " (1 running)" if self._running is not None else ""
+        return [
+            f"Relay {state} · instance {status.instance_id} · pid {os.getpid()}",
+            f"socket dir {service.relay_dir}",
+            f"{waiting} waiting{running}",
+            *_CONTROL_HELP,
+        ]
+
+    async def list_lines(self) -> list[str]:
+        """``/list-agents``: the peer table's lines (or the no-peers sentence)."""
+        if self.off:
+            raise ZcoderError(f"/list-agents needs the relay: {self.reason}")
+        try:
+            peers = await self.discover()
+        except RelayError as exc:
+            raise ZcoderError(f"the relay is unavailable: {exc}") from None
+        return peer_table(peers).splitlines()
+
+    # -- the tools' handle ----------------------------------------------------------------
+
+    @property
+    def max_message_chars(self) -> int:
+        return self._config.relay.max_message_chars
+
+    async def discover(self) -> list[Peer]:
+        if self.service is None:
+            raise RelayUnavailable(self.reason or "the relay has not started")
+        peers = await self.service.discover()
+        self._peers = {p.manifest.instance_id: p for p in peers}
+        return peers
+
+    async def deliver(self, peer: Peer, message: str) -> Ack:
+        if self.service is None:
+            raise RelayUnavailable(self.reason)
+        try:
+            envelope = self.service.new_envelope(peer.manifest.instance_id, message)
+        except ValueError as exc:
+            raise RelayError(f"the message cannot be sent: {exc}") from None
+        settings = self._config.relay
+        return await client.send(
+            Path(peer.manifest.socket),
+            envelope,
+            io_timeout=settings.io_timeout,
+            max_bytes=settings.max_bytes,
+        )
+
+    def label(self, instance_id: str) -> str:
+        """How a send question names its target: what discovery last said about it."""
+        peer = self._peers.get(instance_id)
+        if peer is None:
+            return instance_id
+        m = peer.manifest
+        return f"{visible(m.project)} (pid {m.pid}, {visible(m.workspace)}) · {instance_id}"
+
+
+@attrs.frozen
+class SendLabels:
+    """An ``Approver`` that names a send's target by project, pid and workspace."""
+
+    inner: Approver
+    label: Callable[[str], str]
+
+    async def ask(self, request: ApprovalRequest) -> Answer:
+        if request.kind == "send":
+            request = attrs.evolve(request, target=self.label(request.target))
+        return await self.inner.ask(request)

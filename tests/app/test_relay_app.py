@@ -1,0 +1,303 @@
+"""The relay as the app wires it: two real relay services in one Trio run, each behind an
+``AgentBackend`` with a scripted model. Sends, claims, FIFO, pause, cancel, off, unavailable.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, cast
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from tests.agent.doubles import (
+    HANG,
+    FakeApprover,
+    FakeSession,
+    FakeStore,
+    RecordingSink,
+    ScriptedClient,
+    call,
+    make_config,
+    text,
+    tools,
+)
+from zcoder.app.backend import AgentBackend
+from zcoder.config import RelaySettings
+from zcoder.errors import ZcoderError
+from zcoder.relay.listing import NO_PEERS
+
+CORE = [
+    "list_files",
+    "read_file",
+    "read_file_range",
+    "search",
+    "write_file",
+    "replace_text",
+    "apply_patch",
+    "run_command",
+    "finish",
+]
+
+
+@attrs.define
+class Instance:
+    backend: AgentBackend
+    client: ScriptedClient
+    approver: FakeApprover
+    sink: RecordingSink
+    changes: list[int]
+
+    @property
+    def id(self) -> str:
+        return self.backend.relay.service.status().instance_id if self.backend.relay.service else ""
+
+    def tool_names(self) -> list[str]:
+        return self.backend.agent._toolbox.names()
+
+
+async def start(
+    nursery: trio.Nursery, root: Path, name: str, *answers: Any, **changes: Any
+) -> Instance:
+    workspace = root / name
+    workspace.mkdir()
+    runtime = root / f"rt-{name}"
+    runtime.mkdir(mode=0o700)
+    changes.setdefault("relay", RelaySettings(dir=root / "agents"))
+    config = make_config(workspace, **changes)
+    client = ScriptedClient([text("ok")])
+    store, session = FakeStore(), FakeSession(workspace)
+    backend = AgentBackend(config, cast(Any, store), cast(Any, session), cast(Any, client), runtime)
+    approver, sink = FakeApprover(*answers), RecordingSink()
+    backend.attach(approver=approver, sink=sink)
+    instance = Instance(backend, client, approver, sink, [])
+    problem = await backend.start_relay(nursery, lambda: instance.changes.append(1))
+    assert problem == "", problem
+    return instance
+
+
+@asynccontextmanager
+async def pair(root: Path, *answers: Any) -> AsyncIterator[tuple[Instance, Instance]]:
+    async with trio.open_nursery() as nursery:
+        a = await start(nursery, root, "alpha", *answers)
+        b = await start(nursery, root, "beta")
+        yield a, b
+        nursery.cancel_scope.cancel()
+
+
+def last_user_message(client: ScriptedClient) -> str:
+    return [m.content for m in client.requests[-1].messages if m.role == "user"][-1]
+
+
+async def send(a: Instance, b: Instance, message: str) -> str:
+    peer = next(p for p in await a.backend.relay.discover() if p.manifest.instance_id == b.id)
+    ack = await a.backend.relay.deliver(peer, message)
+    return ack.status
+
+
+async def test_a_model_sends_to_another_instance_which_runs_it_as_a_turn(short_tmp: Path) -> None:
+    async with pair(short_tmp, "y") as (a, b):
+        assert a.tool_names() == [*CORE, "list_agents", "send_agent_message"]
+        a.client.replies = [
+            tools(call("list_agents")),
+            tools(call("send_agent_message", target_instance_id=b.id, message="rename users.name")),
+            text("sent"),
+        ]
+        assert await a.backend.run_turn("tell beta about the rename") == "answered"
+        results = [m.content for m in a.backend.agent.session.history if m.role == "tool"]
+        assert b.id in results[0] and '"project": "beta"' in results[0]
+        assert results[1].splitlines()[0] == "accepted (queue position 1)"
+        (asked,) = a.approver.asked
+        assert (asked.kind, asked.text, asked.choices) == ("send", "rename users.name", ("y", "n"))
+        assert asked.target == f"beta (pid {os.getpid()}, {short_tmp / 'beta'}) · {b.id}"
+
+        assert b.backend.relay_waiting() and b.backend.relay_status() == ("on", 1)
+        assert await b.backend.run_relay_turn() is True
+        record = last_user_message(b.client)
+        assert record.startswith("<agent_relay>\n") and "\nrename users.name\n" in record
+        assert f"Sender: alpha (pid {os.getpid()})" in record
+        specs = {s["function"]["name"]: s for s in b.client.requests[-1].tools}
+        target = specs["send_agent_message"]["function"]["parameters"]["properties"]
+        assert target["target_instance_id"]["enum"] == [a.id]
+        (relay_entry,) = [e for e in b.sink.entries() if e.role == "relay"]
+        assert relay_entry.meta["instance_id"] == a.id and relay_entry.meta["verified"] == "yes"
+        assert b.backend.session_title == "New session"  # relay text never titles a session
+        assert b.backend.relay_status() == ("on", 0) and not b.backend.relay_waiting()
+        assert await b.backend.run_relay_turn() is False
+
+
+async def test_a_relayed_turn_may_only_reply_to_its_sender(short_tmp: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        a = await start(nursery, short_tmp, "alpha")
+        b = await start(nursery, short_tmp, "beta", "y")
+        c = await start(nursery, short_tmp, "gamma")
+        assert await send(a, b, "ask around") == "accepted"
+        b.client.replies = [
+            tools(call("send_agent_message", target_instance_id=c.id, message="forwarded")),
+            tools(call("send_agent_message", target_instance_id=a.id, message="reply")),
+            text("done"),
+        ]
+        assert await b.backend.run_relay_turn()
+        results = [m.content for m in b.backend.agent.session.history if m.role == "tool"]
+        assert results[0] == f"Error: relayed turns may only reply to their sender {a.id}"
+        assert results[1].startswith("accepted (queue position 1)")
+        assert [r.text for r in b.approver.asked] == ["reply"]  # the forward was never asked
+        assert c.backend.relay_status() == ("on", 0)
+        assert a.backend.relay_status() == ("on", 1)
+        nursery.cancel_scope.cancel()
+
+
+async def test_messages_run_fifo_and_a_cancelled_one_is_not_run_again(short_tmp: Path) -> None:
+    async with pair(short_tmp) as (a, b):
+        b.client.replies = [[HANG], text("second done")]
+        assert [await send(a, b, m) for m in ("first", "second")] == ["accepted"] * 2
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(b.backend.run_relay_turn)
+            await trio.testing.wait_all_tasks_blocked()
+            assert len(b.client.requests) == 1
+            assert b.backend.relay_status() == ("on", 1)  # the running one is not waiting
+            assert not b.backend.relay_waiting()
+            assert b.backend.cancel_turn()
+        assert "\nfirst\n" in last_user_message(b.client)
+        assert b.backend.relay_status() == ("on", 1)
+        assert await b.backend.run_relay_turn()
+        assert "\nsecond\n" in last_user_message(b.client)
+        assert len(b.client.requests) == 2 and b.backend.relay_status() == ("on", 0)
+
+
+async def test_pause_refuses_new_messages_and_holds_accepted_ones(short_tmp: Path) -> None:
+    async with pair(short_tmp) as (a, b):
+        assert await send(a, b, "kept") == "accepted"
+        assert b.backend.relay_control("pause") == [
+            "Relay paused: new relayed messages are refused; accepted ones wait."
+        ]
+        assert await send(a, b, "refused") == "paused"
+        assert b.backend.relay_status() == ("paused", 1)
+        assert not b.backend.relay_waiting()
+        assert await b.backend.run_relay_turn() is False
+        peers = await a.backend.relay.discover()
+        assert [p.state for p in peers] == ["paused"]
+        b.backend.relay_control("resume")
+        assert b.backend.relay_waiting()
+        assert await b.backend.run_relay_turn()
+        assert "\nkept\n" in last_user_message(b.client)
+
+
+async def test_agents_and_list_agents_show_the_relay(short_tmp: Path) -> None:
+    async with pair(short_tmp) as (a, b):
+        lines = await a.backend.list_agents()
+        assert lines[0].split() == ["PROJECT", "PID", "STATE", "INSTANCE", "ID", "WORKSPACE"]
+        assert lines[1].split() == [
+            "beta",
+            str(os.getpid()),
+            "ready",
+            b.id,
+            str(short_tmp / "beta"),
+        ]
+        assert len(lines) == 2
+        shown = b.backend.relay_control("")
+        assert shown[0] == f"Relay on · instance {b.id} · pid {os.getpid()}"
+        assert shown[1] == f"socket dir {short_tmp / 'agents'}"
+        assert shown[2] == "0 waiting"
+        assert shown[3].startswith("/agents pause ")
+        with pytest.raises(ZcoderError, match="unknown /agents action 'stop'"):
+            b.backend.relay_control("stop")
+    async with trio.open_nursery() as nursery:
+        alone = await start(nursery, short_tmp, "solo")
+        assert await alone.backend.list_agents() == [NO_PEERS]
+        nursery.cancel_scope.cancel()
+
+
+async def test_model_and_state_changes_refresh_the_manifest(short_tmp: Path) -> None:
+    async with pair(short_tmp) as (a, b):
+        b.backend.set_model("other:1")
+        b.client.replies = [[HANG]]
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(b.backend.run_turn, "work")
+            await trio.testing.wait_all_tasks_blocked()
+            assert len(b.client.requests) == 1
+            (peer,) = await a.backend.relay.discover()
+            assert (peer.manifest.model, peer.manifest.state, peer.state) == (
+                "other:1",
+                "busy",
+                "busy",
+            )
+            b.backend.cancel_turn()
+        (peer,) = await a.backend.relay.discover()
+        assert peer.state == "ready"
+
+
+async def test_shutdown_removes_the_files_and_the_tools(short_tmp: Path) -> None:
+    async with pair(short_tmp) as (_, b):
+        assert len(os.listdir(short_tmp / "agents")) == 4
+        changes_before = len(b.changes)
+    assert os.listdir(short_tmp / "agents") == []
+    assert b.tool_names() == CORE and b.backend.relay_status()[0] == "unavailable"
+    assert len(b.changes) > changes_before
+    assert os.listdir(short_tmp / "rt-beta") == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "state", "reason"),
+    [
+        ({"relay": RelaySettings(mode="off")}, "off", "the relay is off (ZCODER_RELAY=off)"),
+        (
+            {"relay": RelaySettings(mode="off"), "relay_problem": "relay disabled: bad value"},
+            "off",
+            "relay disabled: bad value",
+        ),
+    ],
+)
+async def test_a_relay_turned_off_offers_no_tools(
+    short_tmp: Path, changes: dict[str, Any], state: str, reason: str
+) -> None:
+    async with trio.open_nursery() as nursery:
+        off = await start(nursery, short_tmp, "off", **changes)
+        assert off.tool_names() == CORE
+        assert off.backend.relay_status() == (state, 0)
+        assert off.backend.relay_control("") == [f"Relay off: {reason}"]
+        with pytest.raises(
+            ZcoderError, match=f"^/list-agents needs the relay: {re.escape(reason)}$"
+        ):
+            await off.backend.list_agents()
+        with pytest.raises(ZcoderError, match="not running in this instance"):
+            off.backend.relay_control("pause")
+        nursery.cancel_scope.cancel()
+    assert not (short_tmp / "agents").exists()
+
+
+async def test_an_unsafe_relay_dir_makes_the_relay_unavailable(short_tmp: Path) -> None:
+    unsafe = short_tmp / "open"
+    unsafe.mkdir(mode=0o755)
+    os.chmod(unsafe, 0o755)
+    async with trio.open_nursery() as nursery:
+        workspace, runtime = short_tmp / "ws", short_tmp / "rt"
+        workspace.mkdir()
+        runtime.mkdir(mode=0o700)
+        config = make_config(workspace, relay=RelaySettings(dir=unsafe))
+        backend = AgentBackend(
+            config,
+            cast(Any, FakeStore()),
+            cast(Any, FakeSession(workspace)),
+            cast(Any, ScriptedClient([text("ok")])),
+            runtime,
+        )
+        backend.attach(approver=FakeApprover(), sink=RecordingSink())
+        seen: list[int] = []
+        problem = await backend.start_relay(nursery, lambda: seen.append(1))
+        assert problem == (
+            f"relay directory '{unsafe}' has mode 0755; group and other permission bits must "
+            "be clear (0700)"
+        )
+        assert seen  # the status bar was told
+        assert backend.relay_status() == ("unavailable", 0)
+        assert backend.relay_control("") == [f"Relay unavailable: {problem}"]
+        assert "send_agent_message" not in backend.agent._toolbox.names()
+        nursery.cancel_scope.cancel()
+    assert os.listdir(unsafe) == []

@@ -1,0 +1,212 @@
+"""The relay tools over a fake relay handle: listing, target checks, message checks, acks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.relay.helpers import make_manifest
+from zcoder.errors import RelayTransportError, RelayUnavailable
+from zcoder.relay.envelope import Ack
+from zcoder.relay.listing import NO_PEERS
+from zcoder.relay.registry import Peer
+from zcoder.tools.base import ToolContext, ToolResult
+from zcoder.tools.registry import Toolbox
+from zcoder.tools.relay_tools import MAX_LISTED, relay_tools
+
+CTX = ToolContext(workspace=Path("/work/proj"))
+DIGEST = Peer(make_manifest(Path("/r"), "42302-18473291", project="weekly-digest"), "ready")
+DIGEST2 = Peer(
+    make_manifest(Path("/r"), "42400-11112222", project="weekly-digest", workspace="/w2/wd"),
+    "busy",
+)
+DIGEST_ID = "42302-18473291"
+PROFILES = Peer(make_manifest(Path("/r"), "42110-18471001", project="user-profiles"), "paused")
+
+
+class FakeHandle:
+    def __init__(self, peers: list[Peer], ack: Ack | Exception | None = None) -> None:
+        self.peers = peers
+        self.ack = ack
+        self.sent: list[tuple[str, str]] = []
+        self.discover_error: Exception | None = None
+
+    @property
+    def max_message_chars(self) -> int:
+        return 20
+
+    async def discover(self) -> list[Peer]:
+        if self.discover_error is not None:
+            raise self.discover_error
+        return list(self.peers)
+
+    async def deliver(self, peer: Peer, message: str) -> Ack:
+        self.sent.append((peer.manifest.instance_id, message))
+        if isinstance(self.ack, Exception):
+            raise self.ack
+        assert self.ack is not None
+        return self.ack
+
+
+def ack(status: str, position: int | None = None) -> Ack:
+    return Ack(protocol=1, type="ack", message_id="1-2-3", status=status, queue_position=position)
+
+
+async def call(handle: FakeHandle, name: str, **args: Any) -> ToolResult:
+    return await Toolbox(relay_tools(handle)).call(name, args, CTX)
+
+
+def test_the_tools_and_their_schemas() -> None:
+    box = Toolbox(relay_tools(FakeHandle([])))
+    assert box.names() == ["list_agents", "send_agent_message"]
+    listing, send = box.specs()
+    assert listing.parameters == {"type": "object", "properties": {}}
+    assert send.parameters["required"] == ["target_instance_id", "message"]
+    for phrase in (
+        "ONLY when the current user explicitly asked",
+        "smallest self-contained task",
+        "never include secrets or unrelated conversation history",
+        "never claim that the other instance completed anything",
+    ):
+        assert phrase in send.description
+
+
+async def test_list_agents_returns_the_discovered_records_in_order() -> None:
+    result = await call(FakeHandle([PROFILES, DIGEST]), "list_agents")
+    records = [json.loads(line) for line in result.text.splitlines()]
+    assert records == [
+        {
+            "instance_id": "42110-18471001",
+            "project": "user-profiles",
+            "workspace": "/work/proj",
+            "pid": 42110,
+            "profile": "coding",
+            "model": "qwen3-coder",
+            "state": "paused",
+        },
+        {
+            "instance_id": "42302-18473291",
+            "project": "weekly-digest",
+            "workspace": "/work/proj",
+            "pid": 42302,
+            "profile": "coding",
+            "model": "qwen3-coder",
+            "state": "ready",
+        },
+    ]
+    assert (result.ok, result.summary) == (True, "2 other instances")
+
+
+async def test_list_agents_without_peers_and_bounded() -> None:
+    empty = await call(FakeHandle([]), "list_agents")
+    assert (empty.ok, empty.text) == (True, NO_PEERS)
+    many = [
+        Peer(make_manifest(Path("/r"), f"{1000 + n}-abcdef01", project=f"p{n:02d}"), "ready")
+        for n in range(MAX_LISTED + 3)
+    ]
+    result = await call(FakeHandle(many), "list_agents")
+    lines = result.text.splitlines()
+    assert len(lines) == MAX_LISTED + 1
+    assert lines[-1] == "(3 more instances not listed)"
+
+
+async def test_list_agents_reports_an_unusable_relay() -> None:
+    handle = FakeHandle([])
+    handle.discover_error = RelayUnavailable("the relay is off (ZCODER_RELAY=off)")
+    result = await call(handle, "list_agents")
+    assert not result.ok
+    assert result.text == "Error: the relay is not usable: the relay is off (ZCODER_RELAY=off)"
+
+
+async def test_send_delivers_the_literal_message_and_reports_the_exact_ack() -> None:
+    handle = FakeHandle([DIGEST, PROFILES], ack("accepted", 1))
+    message = "$(rm x) `y` \\n\n\t"
+    result = await call(handle, "send_agent_message", target_instance_id=DIGEST_ID, message=message)
+    assert handle.sent == [(DIGEST_ID, message)]
+    first, second = result.text.splitlines()
+    assert first == "accepted (queue position 1)"
+    assert "do not claim it was completed" in second
+    assert result.ok
+    assert result.summary == "accepted (queue position 1) by weekly-digest (pid 42302)"
+
+
+@pytest.mark.parametrize(
+    "status", ["paused", "full", "duplicate", "invalid", "wrong_target", "unsupported"]
+)
+async def test_send_reports_every_refusal_exactly(status: str) -> None:
+    handle = FakeHandle([DIGEST], ack(status))
+    result = await call(handle, "send_agent_message", target_instance_id=DIGEST_ID, message="hi")
+    assert result.text.splitlines() == [
+        status,
+        "weekly-digest (pid 42302) did not queue the message.",
+    ]
+
+
+async def test_send_reports_a_transport_failure() -> None:
+    handle = FakeHandle([DIGEST], RelayTransportError("no ack after one retry: timeout"))
+    result = await call(handle, "send_agent_message", target_instance_id=DIGEST_ID, message="hi")
+    assert not result.ok
+    assert result.text == (
+        "Error: the message was not delivered to 42302-18473291 (weekly-digest, pid 42302, "
+        "/work/proj): no ack after one retry: timeout"
+    )
+
+
+@pytest.mark.parametrize("target", ["weekly-digest", "42302", "Weekly-Digest"])
+async def test_a_project_name_or_pid_is_ambiguous_and_lists_candidates(target: str) -> None:
+    handle = FakeHandle([DIGEST, DIGEST2, PROFILES], ack("accepted", 1))
+    result = await call(handle, "send_agent_message", target_instance_id=target, message="hi")
+    assert not result.ok and handle.sent == []
+    assert "is not an exact instance id" in result.text
+    assert "42302-18473291 (weekly-digest, pid 42302, /work/proj)" in result.text
+    assert ("42400-11112222" in result.text) == (target != "42302")
+    assert "42110-18471001" not in result.text
+
+
+async def test_an_unknown_target_lists_the_live_instances() -> None:
+    handle = FakeHandle([DIGEST], ack("accepted", 1))
+    result = await call(handle, "send_agent_message", target_instance_id="9-deadbeef", message="x")
+    assert handle.sent == []
+    assert result.text == (
+        "Error: no live zcoder instance has id '9-deadbeef'. Live instances: 42302-18473291 "
+        "(weekly-digest, pid 42302, /work/proj). Call list_agents and use an exact instance_id."
+    )
+    alone = await call(FakeHandle([]), "send_agent_message", target_instance_id="9-a", message="x")
+    assert alone.text == f"Error: no live zcoder instance has id '9-a': {NO_PEERS}"
+
+
+@pytest.mark.parametrize(
+    ("message", "error"),
+    [
+        ("", "Error: message is empty: send a self-contained task"),
+        ("  \n\t", "Error: message is empty: send a self-contained task"),
+        (
+            "x" * 21,
+            "Error: message is 21 characters; the limit is 20 (ZCODER_RELAY_MAX_MESSAGE_CHARS)"
+            ": send a shorter, self-contained task",
+        ),
+    ],
+)
+async def test_bad_messages_are_refused_before_anything_is_sent(message: str, error: str) -> None:
+    handle = FakeHandle([DIGEST], ack("accepted", 1))
+    result = await call(handle, "send_agent_message", target_instance_id=DIGEST_ID, message=message)
+    assert (result.ok, result.text, handle.sent) == (False, error, [])
+
+
+async def test_a_message_at_the_limit_is_sent() -> None:
+    handle = FakeHandle([DIGEST], ack("accepted", 2))
+    result = await call(
+        handle, "send_agent_message", target_instance_id=DIGEST_ID, message="é" * 20
+    )
+    assert result.text.startswith("accepted (queue position 2)\n")
+
+
+async def test_peer_metadata_is_shown_escaped() -> None:
+    evil = Peer(make_manifest(Path("/r"), "7-abcdef01", project="x\x1b[2Jy"), "ready")
+    result = await call(FakeHandle([evil], ack("full")), "send_agent_message",
+                        target_instance_id="7-abcdef01", message="hi")  # fmt: skip
+    assert "\x1b" not in result.text + result.summary
+    assert result.summary == "full by x\\x1b[2Jy (pid 7)"

@@ -44,6 +44,7 @@ class FakeBackend:
         self.switched: list[str] = []
         self.relayed: list[str] = []
         self.paused = False
+        self.relay_gate: trio.Event | None = None
         self.sink: Controller | None = None
         self.approver: ApprovalLine | None = None
         self._scope: trio.CancelScope | None = None
@@ -109,7 +110,7 @@ class FakeBackend:
         return [TranscriptEvent("user", "old question"), TranscriptEvent("assistant", "old answer")]
 
     def relay_waiting(self) -> bool:
-        return bool(self.relayed)
+        return bool(self.relayed) and not self.paused
 
     async def run_relay_turn(self) -> bool:
         if not self.relayed:
@@ -118,10 +119,13 @@ class FakeBackend:
         self.turns.append(f"relay: {text}")
         assert self.sink is not None
         self.sink.emit(Entry(TranscriptEvent("relay", text, meta={"project": "peer"})))
+        if self.relay_gate is not None:
+            with trio.CancelScope() as self._scope:
+                await self.relay_gate.wait()
         return True
 
     def relay_status(self) -> tuple[str, int]:
-        return "on", len(self.relayed)
+        return ("paused" if self.paused else "on"), len(self.relayed)
 
     async def list_agents(self) -> list[str]:
         raise ZcoderError("the relay is not running in this instance")
@@ -400,6 +404,26 @@ def test_a_waiting_relayed_message_runs_before_the_next_local_prompt() -> None:
 
     h = run(body, FakeBackend(), warmup=False)
     assert "⇄ relayed from peer" in h.output
+
+
+def test_escape_on_a_relayed_turn_holds_the_waiting_relayed_messages() -> None:
+    backend = FakeBackend()
+    backend.relay_gate = trio.Event()
+    backend.relayed.extend(["first", "second"])
+
+    async def body(h: Harness) -> None:
+        h.controller.wake()
+        await h.until(lambda: h.backend.turns == ["relay: first"])
+        h.keys("\x1b")
+        await h.until(lambda: h.backend.paused and not h.controller.turn_active)
+        assert h.backend.turns == ["relay: first"] and h.backend.relayed == ["second"]
+        assert (h.terminal.status.relay, h.terminal.status.relay_queued) == ("paused", 1)
+        h.keys("local\r")  # local prompts still run while relayed work is held
+        await h.until(lambda: h.backend.turns == ["relay: first", "local"])
+        h.backend.gate.set()
+
+    h = run(body, backend, warmup=False)
+    assert "Relay paused: 1 more relayed message waits; /agents resume runs them" in h.output
 
 
 def test_quit_and_ctrl_d_end_the_controller() -> None:

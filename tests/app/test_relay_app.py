@@ -147,7 +147,9 @@ async def test_a_relayed_turn_may_only_reply_to_its_sender(short_tmp: Path) -> N
         results = [m.content for m in b.backend.agent.session.history if m.role == "tool"]
         assert results[0] == f"Error: relayed turns may only reply to their sender {a.id}"
         assert results[1].startswith("accepted (queue position 1)")
-        assert [r.text for r in b.approver.asked] == ["reply"]  # the forward was never asked
+        (asked,) = b.approver.asked  # the forward was never asked
+        assert asked.text == "reply"
+        assert asked.target == f"alpha (pid {os.getpid()}, {short_tmp / 'alpha'}) · {a.id}"
         assert c.backend.relay_status() == ("on", 0)
         assert a.backend.relay_status() == ("on", 1)
         nursery.cancel_scope.cancel()

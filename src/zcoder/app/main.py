@@ -192,7 +192,7 @@ async def _run_root(
         problem = await backend.start_relay(root, controller.wake)
         if problem:
             _log.warning("relay unavailable: %s", problem)
-            controller.view.notice(f"Relay unavailable (no agent messages): {problem}")
+            controller.view.notice(f"Relay unavailable: {problem}")
         if state.pending:
             controller.request_exit(state.pending)
         state.reason = await controller.run()

@@ -65,6 +65,7 @@ class RelayLink:
         self.service: RelayService | None = None
         self._reason = config.relay_problem or (OFF_REASON if config.relay.mode == "off" else "")
         self._peers: dict[str, Peer] = {}
+        self._senders: dict[str, tuple[str, int, str]] = {}  # from relayed messages
         self._running: Claimed | None = None
         self._callbacks: list[Callable[[], None]] = []
         self._tools = relay_tools(self)
@@ -148,6 +149,13 @@ class RelayLink:
         if spool is None or spool.paused or self._running is not None:
             return None, []
         self._running = spool.claim()
+        if self._running is not None:  # a reply's question can name its target
+            e = self._running.envelope
+            self._senders[e.sender_instance_id] = (
+                e.sender_project,
+                e.sender_pid,
+                e.sender_workspace,
+            )
         problems = spool.take_problems()
         self._changed()  # the claimed message is running now, not waiting
         return self._running, problems
@@ -232,12 +240,17 @@ class RelayLink:
         )
 
     def label(self, instance_id: str) -> str:
-        """How a send question names its target: what discovery last said about it."""
+        """How a send question names its target: what discovery last said about it, or
+        what its last relayed message said (a reply), else the bare id."""
         peer = self._peers.get(instance_id)
-        if peer is None:
+        if peer is not None:
+            m = peer.manifest
+            project, pid, workspace = m.project, m.pid, m.workspace
+        elif instance_id in self._senders:
+            project, pid, workspace = self._senders[instance_id]
+        else:
             return instance_id
-        m = peer.manifest
-        return f"{visible(m.project)} (pid {m.pid}, {visible(m.workspace)}) · {instance_id}"
+        return f"{visible(project)} (pid {pid}, {visible(workspace)}) · {instance_id}"
 
 
 @attrs.frozen

@@ -52,7 +52,8 @@ class RelayToolbox(Toolbox):
         self._core = list(core)
 
     def set_extra(self, extra: Sequence[Tool]) -> None:
-        self._tools = Toolbox([*self._core, *extra])._tools
+        if self.names() != [t.spec.name for t in [*self._core, *extra]]:
+            self._tools = Toolbox([*self._core, *extra])._tools
 
 
 class RelayLink:

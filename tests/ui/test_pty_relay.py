@@ -24,7 +24,9 @@ from tests.ui.conftest import (
     Launch,
     PtyDirs,
     StartFake,
+    command_response,
     script,
+    status_line,
     submit,
     text_response,
     wait_ready,
@@ -148,21 +150,33 @@ def test_a_busy_receiver_queues_and_a_paused_one_refuses(
     launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs
 ) -> None:
     a = start_agent(launch, start_fake, pty_dirs, "alpha")
-    slow = {"chunks": [{"content": "working "}] * 4 + [{"content": "done."}], "delay": 0.4}
-    b = start_agent(launch, start_fake, pty_dirs, "beta", slow, text_response("Queued one done."))
+    b = start_agent(
+        launch,
+        start_fake,
+        pty_dirs,
+        "beta",
+        command_response("echo local-step"),
+        text_response("Local done."),
+        text_response("Queued one done."),
+    )
     b_id = instance_id(a, "beta")
 
-    submit(b.app, "a slow local task")
-    wait_status(b.app, "answering")
+    submit(b.app, "a local task")  # B's turn waits on a question until its user answers
+    b.app.wait_for(APPROVAL_QUESTION, where="screen")
     send_from(a, b_id, "the queued task", "tell beta the queued task")
     a.app.wait_for("accepted (queue position 1) by beta")
     wait_status(b.app, "relay on (1 waiting)")
+    assert len(b.fake.chat_requests()) == 1  # nothing starts while the local turn runs
+    time.sleep(0.4)  # the question guard
+    b.app.send("y")
     b.app.wait_for("Queued one done.")  # after the local turn, not during it
-    requests = wait_requests(b.fake, 2)
-    assert requests[0]["messages"][-1]["content"] == "a slow local task"
-    assert str(requests[1]["messages"][-1]["content"]).endswith("\nthe queued task\n</agent_relay>")
+    requests = wait_requests(b.fake, 3)
+    assert requests[0]["messages"][-1]["content"] == "a local task"
+    assert str(requests[2]["messages"][-1]["content"]).endswith("\nthe queued task\n</agent_relay>")
     text = b.app.all_text()
-    assert text.index("working working") < text.index("⇄ relayed from alpha")
+    assert text.index("Local done.") < text.index("⇄ relayed from alpha")
+    wait_status(b.app, "relay on", "ready")
+    assert "waiting)" not in (status_line(b.app, "relay on") or "")
 
     submit(b.app, "/agents pause")
     b.app.wait_for("Relay paused")
@@ -173,4 +187,4 @@ def test_a_busy_receiver_queues_and_a_paused_one_refuses(
     b.app.wait_for(f"Relay paused · instance {b_id}")
     submit(b.app, "/agents resume")
     wait_status(b.app, "relay on")
-    assert len(b.fake.chat_requests()) == 2  # the refused message never ran
+    assert len(b.fake.chat_requests()) == 3  # the refused message never ran

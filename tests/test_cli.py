@@ -17,7 +17,8 @@ def test_version_is_fast_and_light() -> None:
     assert out.stdout.strip() == f"zcoder {__version__}"
     probe = (
         "import sys, zcoder.cli; "
-        "print(sorted(m for m in ('trio','httpx','prompt_toolkit') if m in sys.modules))"
+        "heavy = ('trio', 'httpx', 'prompt_toolkit', 'attrs', 'cattrs'); "
+        "print(sorted(m for m in heavy if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

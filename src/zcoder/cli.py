@@ -10,10 +10,13 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from zcoder import __version__
-from zcoder.config import DEFAULT_HOST, DEFAULT_MODEL, RawOptions, load_config
-from zcoder.errors import ConfigError
+from zcoder.defaults import DEFAULT_HOST, DEFAULT_MODEL
+
+if TYPE_CHECKING:
+    from zcoder.config import RawOptions
 
 __all__ = ["build_parser", "main"]
 
@@ -79,6 +82,8 @@ def _agents_main(argv: Sequence[str]) -> int:
 
 
 def _raw_options(ns: argparse.Namespace) -> RawOptions:
+    from zcoder.config import RawOptions
+
     return RawOptions(
         model=ns.model,
         host=ns.host,
@@ -103,6 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ns.server or ns.connect:
         sys.stderr.write("zcoder: --server/--connect are reserved and not available yet\n")
         return 2
+    # attrs costs tens of milliseconds to import: only once --version/--help are ruled out.
+    from zcoder.config import load_config
+    from zcoder.errors import ConfigError
+
     try:
         config = load_config(_raw_options(ns), os.environ)
     except ConfigError as exc:

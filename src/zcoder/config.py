@@ -16,6 +16,7 @@ from typing import Literal, cast
 
 import attrs
 
+from zcoder.defaults import DEFAULT_HOST, DEFAULT_MODEL
 from zcoder.errors import ConfigError
 
 __all__ = [
@@ -37,8 +38,6 @@ Profile = Literal["coding", "sysadmin"]
 CommandPolicy = Literal["ask", "allow", "deny"]
 RelayMode = Literal["on", "off", "paused"]
 
-DEFAULT_MODEL = "qwen3-coder:latest"
-DEFAULT_HOST = "http://127.0.0.1:11434"
 PROFILES: tuple[Profile, ...] = ("coding", "sysadmin")
 POLICIES: tuple[CommandPolicy, ...] = ("ask", "allow", "deny")
 RELAY_MODES: tuple[RelayMode, ...] = ("on", "off", "paused")

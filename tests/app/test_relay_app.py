@@ -59,7 +59,7 @@ class Instance:
         return self.backend.relay.service.status().instance_id if self.backend.relay.service else ""
 
     def tool_names(self) -> list[str]:
-        return self.backend.agent._toolbox.names()
+        return self.backend.agent.toolbox.names()
 
 
 async def start(
@@ -300,7 +300,7 @@ async def test_an_unsafe_relay_dir_makes_the_relay_unavailable(short_tmp: Path) 
         assert seen  # the status bar was told
         assert backend.relay_status() == ("unavailable", 0)
         assert backend.relay_control("") == [f"Relay unavailable: {problem}"]
-        assert "send_agent_message" not in backend.agent._toolbox.names()
+        assert "send_agent_message" not in backend.agent.toolbox.names()
         nursery.cancel_scope.cancel()
     assert os.listdir(unsafe) == []
 

@@ -82,6 +82,14 @@ class Agent:
     def set_sink(self, sink: TurnSink) -> None:
         self._sink = sink
 
+    @property
+    def toolbox(self) -> Toolbox:
+        return self._toolbox
+
+    def set_toolbox(self, toolbox: Toolbox) -> None:
+        """Offer these tools from the next turn on (a running turn keeps its own)."""
+        self._toolbox = toolbox
+
     def cancel_turn(self) -> bool:
         """Cancel the running turn (Escape); ``run_turn`` then returns ``cancelled``."""
         if self._scope is None:

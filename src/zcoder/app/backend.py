@@ -7,7 +7,7 @@ Part of the app wiring (floor 5): it knows the agent and answers the UI in the U
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
@@ -16,7 +16,7 @@ import trio
 from zcoder.agent.agent import Agent, RelaySender, TurnRequest
 from zcoder.agent.ollama import OllamaClient
 from zcoder.agent.rounds import describe_model_error
-from zcoder.app.relay import RelayLink, RelayToolbox, SendLabels
+from zcoder.app.relay import RelayLink, SendLabels
 from zcoder.approval import Approver
 from zcoder.config import Config
 from zcoder.conversation import Message, TranscriptEvent
@@ -24,7 +24,8 @@ from zcoder.errors import ModelError, SessionError, ZcoderError
 from zcoder.live import Entry, LiveEvent, ToolUpdate, TurnSink
 from zcoder.relay.spool import Claimed
 from zcoder.session import Session, SessionStore, SessionSummary
-from zcoder.tools.registry import core_tools
+from zcoder.tools.base import Tool
+from zcoder.tools.registry import Toolbox, core_tools
 from zcoder.ui.backend import SessionRow
 
 __all__ = ["AgentBackend"]
@@ -82,8 +83,9 @@ class AgentBackend:
         self._client = client
         self._agent: Agent | None = None
         self._session = session
-        self._toolbox = RelayToolbox(core_tools())
-        self.relay = RelayLink(config, runtime_dir, self._toolbox)
+        self._core_tools = core_tools()
+        self._toolbox = Toolbox(self._core_tools)
+        self.relay = RelayLink(config, runtime_dir, self._offer_relay_tools)
         self._sink: TurnSink | None = None
         self.models: list[str] = []
         self.session_ids: list[str] = []
@@ -101,6 +103,14 @@ class AgentBackend:
         )
         if self._agent.model != self._config.model and not self._config.resume:
             self._agent.set_model(self._config.model)
+
+    def _offer_relay_tools(self, extra: Sequence[Tool]) -> None:
+        """The core tools, plus the relay tools exactly while the relay is available."""
+        tools = [*self._core_tools, *extra]
+        if self._toolbox.names() != [tool.spec.name for tool in tools]:
+            self._toolbox = Toolbox(tools)
+            if self._agent is not None:
+                self._agent.set_toolbox(self._toolbox)
 
     @property
     def agent(self) -> Agent:

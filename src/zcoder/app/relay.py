@@ -4,8 +4,9 @@ tools' handle, the status line and ``/agents``.
 ``RelayLink`` starts ``RelayService`` (unless ``ZCODER_RELAY=off`` or a relay setting is
 invalid) and translates it for the app. Only the foreground claims: one message at a time,
 and never while paused (accepted messages wait and run in FIFO order after ``resume``).
-``RelayToolbox`` carries the relay tools exactly while the relay is available, and
-``SendLabels`` names the target of a send question with what discovery reported about it.
+``on_tools`` hears which relay tools to offer (both while the relay is available, none
+otherwise), and ``SendLabels`` names the target of a send question with what discovery
+reported about it.
 """
 
 from __future__ import annotations
@@ -27,10 +28,9 @@ from zcoder.relay.registry import Peer
 from zcoder.relay.service import RelayService
 from zcoder.relay.spool import Claimed
 from zcoder.tools.base import Tool
-from zcoder.tools.registry import Toolbox
 from zcoder.tools.relay_tools import relay_tools
 
-__all__ = ["RelayLink", "RelayToolbox", "SendLabels"]
+__all__ = ["RelayLink", "SendLabels"]
 
 OFF_REASON = "the relay is off (ZCODER_RELAY=off)"
 _CONTROL_HELP = (
@@ -39,30 +39,18 @@ _CONTROL_HELP = (
 )
 
 
-class RelayToolbox(Toolbox):
-    """The agent's toolbox: the core tools, plus the relay tools while the relay is up.
-
-    The agent reads its toolbox at the start of every turn and every tool call, so the
-    relay tools appear once the relay is available and go when it is lost."""
-
-    __slots__ = ("_core",)
-
-    def __init__(self, core: Sequence[Tool]) -> None:
-        super().__init__(core)
-        self._core = list(core)
-
-    def set_extra(self, extra: Sequence[Tool]) -> None:
-        if self.names() != [t.spec.name for t in [*self._core, *extra]]:
-            self._tools = Toolbox([*self._core, *extra])._tools
-
-
 class RelayLink:
     """One instance's relay as the app uses it; ``start`` once, in the root nursery."""
 
-    def __init__(self, config: Config, runtime_dir: Path | None, toolbox: RelayToolbox) -> None:
+    def __init__(
+        self,
+        config: Config,
+        runtime_dir: Path | None,
+        on_tools: Callable[[Sequence[Tool]], None],
+    ) -> None:
         self._config = config
         self._runtime_dir = runtime_dir
-        self._toolbox = toolbox
+        self._on_tools = on_tools
         self.service: RelayService | None = None
         self._reason = config.relay_problem or (OFF_REASON if config.relay.mode == "off" else "")
         self._peers: dict[str, Peer] = {}
@@ -102,7 +90,7 @@ class RelayLink:
         self._callbacks.append(callback)
 
     def _changed(self) -> None:
-        self._toolbox.set_extra(self._tools if self.available else [])
+        self._on_tools(self._tools if self.available else [])
         for callback in self._callbacks:
             callback()
 

@@ -21,7 +21,7 @@ from zcoder.approval import ApprovalRequest
 from zcoder.conversation import EventRole, TranscriptEvent
 from zcoder.live import Entry, TextDelta, ThinkingDelta, ToolUpdate
 from zcoder.oneshot import resume_hint
-from zcoder.oneshot_io import StreamSink, TtyApprover, approval_prompt, visible
+from zcoder.oneshot_io import StreamSink, TtyApprover, approval_prompt
 from zcoder.session import SessionStore
 
 MODEL = "qwen3-coder:latest"
@@ -279,12 +279,6 @@ def test_stdout_reader_going_away_does_not_break_the_turn(workspace: Path) -> No
 
 
 # The terminal side, in process.
-
-
-def test_visible_renders_control_and_format_characters() -> None:
-    assert visible("a\x1b[2Jb\u202ec\td\n") == "a\\x1b[2Jb\\u202ec\\x09d\\x0a"
-    assert visible("tab\there\nnext", keep="\n\t") == "tab\there\nnext"
-    assert visible("\x7f\x9b") == "\\x7f\\x9b"
 
 
 def test_approval_prompt_shows_exact_text_and_choices() -> None:

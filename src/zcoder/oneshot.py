@@ -22,9 +22,10 @@ from zcoder.agent.agent import Agent, TurnOutcome, TurnRequest
 from zcoder.agent.ollama import OllamaClient
 from zcoder.config import Config
 from zcoder.errors import SessionError
-from zcoder.oneshot_io import StreamSink, TtyApprover, visible
+from zcoder.oneshot_io import StreamSink, TtyApprover
 from zcoder.session import Session, SessionStore
 from zcoder.tools.registry import Toolbox, core_tools
+from zcoder.visible import escape_controls
 
 __all__ = ["exit_status", "resume_hint", "run_oneshot"]
 
@@ -75,7 +76,7 @@ def _open_session(config: Config, store: SessionStore) -> Session | None:
     try:
         return store.open(config.resume) if config.resume else store.create(config.model)
     except SessionError as exc:
-        sys.stderr.write(f"zcoder: {visible(str(exc))}\n")
+        sys.stderr.write(f"zcoder: {escape_controls(str(exc))}\n")
         return None
 
 

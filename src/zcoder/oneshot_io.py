@@ -7,7 +7,6 @@ bidi overrides in it cannot forge a prompt or repaint the screen.
 
 from __future__ import annotations
 
-import unicodedata
 from typing import TextIO
 
 import trio
@@ -15,24 +14,12 @@ import trio
 from zcoder.agent.printed_calls import may_be_printed_call
 from zcoder.approval import Answer, ApprovalRequest
 from zcoder.live import Entry, LiveEvent, TextDelta, ThinkingDelta, ToolUpdate
+from zcoder.visible import escape_controls
 
-__all__ = ["StreamSink", "TtyApprover", "approval_prompt", "visible"]
+__all__ = ["StreamSink", "TtyApprover", "approval_prompt"]
 
 _DIM, _RESET = "\x1b[2m", "\x1b[0m"
 _MARKS = {"completed": "ok", "failed": "failed", "denied": "denied", "interrupted": "interrupted"}
-
-
-def visible(text: str, keep: str = "") -> str:
-    """Render control and format characters as escapes (``\\x1b``, ``\\u202e``); the
-    characters in ``keep`` (say newline and tab) pass through."""
-    out = []
-    for ch in text:
-        if ch not in keep and unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):
-            code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-        else:
-            out.append(ch)
-    return "".join(out)
 
 
 class StreamSink:
@@ -54,7 +41,7 @@ class StreamSink:
             self._text(event.text)
         elif isinstance(event, ThinkingDelta):
             self._thinking = True
-            text = visible(event.text, keep="\n\t")
+            text = escape_controls(event.text, keep="\n\t")
             self._write_err(f"{_DIM}{text}{_RESET}" if self._tty_err else text)
         elif isinstance(event, ToolUpdate):
             self._tool(event)
@@ -84,7 +71,7 @@ class StreamSink:
             self._write_out(held)
 
     def _write_out(self, text: str) -> None:
-        self._write(self._out, visible(text, keep="\n\t") if self._tty_out else text)
+        self._write(self._out, escape_controls(text, keep="\n\t") if self._tty_out else text)
 
     def _write_err(self, text: str) -> None:
         self._write(self._err, text)
@@ -118,11 +105,11 @@ class StreamSink:
             return
         self._end_thinking()
         self._end_answer()
-        name = visible(update.name)  # the model chose it: it may hold escapes too
+        name = escape_controls(update.name)  # the model chose it: it may hold escapes too
         if update.state == "running":
-            line = f"-> {name} {visible(update.target)}"
+            line = f"-> {name} {escape_controls(update.target)}"
         else:
-            summary = f": {visible(update.summary)}" if update.summary else ""
+            summary = f": {escape_controls(update.summary)}" if update.summary else ""
             line = f"   {name} {_MARKS[update.state]}{summary}"
         self._write_err(line + "\n")
 
@@ -139,17 +126,17 @@ class StreamSink:
             self._end_thinking()
             self._end_answer()
             prefix = "zcoder: " if event.role == "error" else "zcoder: note: "
-            self._write_err(prefix + visible(event.text) + "\n")
+            self._write_err(prefix + escape_controls(event.text) + "\n")
 
 
 def approval_prompt(request: ApprovalRequest) -> str:
     """The question as shown on the terminal, control characters made visible."""
     who = "A relayed task asks to" if request.origin == "relay" else "The model wants to"
     if request.kind == "send":
-        head = f"{who} send a message to zcoder instance {visible(request.target)}:"
+        head = f"{who} send a message to zcoder instance {escape_controls(request.target)}:"
     else:
-        head = f"{who} run a command in {visible(request.cwd)}:"
-    body = "\n".join(f"    {visible(line)}" for line in request.text.split("\n"))
+        head = f"{who} run a command in {escape_controls(request.cwd)}:"
+    body = "\n".join(f"    {escape_controls(line)}" for line in request.text.split("\n"))
     options = {"y": "y = yes, once", "a": "a = yes to all commands of this conversation"}
     choices = [options[c] for c in request.choices if c in options] + ["n = no"]
     return f"\n{head}\n{body}\n[{', '.join(choices)}] "

@@ -18,7 +18,7 @@ import trio.testing
 from tests.relay.helpers import make_enqueue, make_manifest, register_sender, serve_fake_peer
 from zcoder.errors import RelayError
 from zcoder.relay import registry
-from zcoder.relay.listing import NO_PEERS, peer_record, peer_table, visible
+from zcoder.relay.listing import NO_PEERS, peer_record, peer_table
 from zcoder.relay.paths import ensure_relay_dir
 from zcoder.relay.registry import (
     MAX_MANIFEST_BYTES,
@@ -492,10 +492,6 @@ def test_table_widens_for_long_values_and_shows_controls(relay_dir: Path) -> Non
     assert lines[1].startswith("evil\\x1b[2J\\r\\n\\u202eproj-name-long ")
     assert lines[0].index("PID") == lines[1].index("1 ")
     assert "\x1b" not in lines[1]
-
-
-def test_visible_escapes_only_what_could_mislead() -> None:
-    assert visible("plain ü 🎉 tab\there\x7f\x9b\u2028") == "plain ü 🎉 tab\\there\\x7f\\x9b\\u2028"
 
 
 def test_peer_record_fields(relay_dir: Path) -> None:

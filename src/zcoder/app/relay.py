@@ -23,12 +23,13 @@ from zcoder.config import Config
 from zcoder.errors import RelayError, RelayUnavailable, ZcoderError
 from zcoder.relay import client
 from zcoder.relay.envelope import Ack
-from zcoder.relay.listing import peer_table, visible
+from zcoder.relay.listing import peer_table
 from zcoder.relay.registry import Peer
 from zcoder.relay.service import RelayService
 from zcoder.relay.spool import Claimed
 from zcoder.tools.base import Tool
 from zcoder.tools.relay_tools import relay_tools
+from zcoder.visible import escape_controls
 
 __all__ = ["RelayLink", "SendLabels"]
 
@@ -239,7 +240,9 @@ class RelayLink:
             project, pid, workspace = self._senders[instance_id]
         else:
             return instance_id
-        return f"{visible(project)} (pid {pid}, {visible(workspace)}) · {instance_id}"
+        return (
+            f"{escape_controls(project)} (pid {pid}, {escape_controls(workspace)}) · {instance_id}"
+        )
 
 
 @attrs.frozen

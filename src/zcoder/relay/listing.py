@@ -10,30 +10,14 @@ from __future__ import annotations
 import attrs
 
 from zcoder.relay.registry import Peer
+from zcoder.visible import escape_controls
 
-__all__ = ["NO_PEERS", "peer_record", "peer_table", "visible"]
+__all__ = ["NO_PEERS", "peer_record", "peer_table"]
 
 NO_PEERS = "No other local zcoder instances are available."
 _HEADINGS = ("PROJECT", "PID", "STATE", "INSTANCE ID", "WORKSPACE")
 _MIN_WIDTHS = (16, 6, 7, 17)
 # Bidi embeddings, overrides and isolates, marks, and the line/paragraph separators.
-_INVISIBLE = frozenset("\u061c\u200e\u200f\u2028\u2029\u2066\u2067\u2068\u2069") | frozenset(
-    map(chr, range(0x202A, 0x202F))
-)
-
-
-def visible(text: str) -> str:
-    """``text`` with C0/C1 controls, DEL, bidi controls and line separators written as
-    escapes (``\\x1b``, ``\\n``, ``\\u202e``), so that a peer's self-reported metadata cannot
-    move the cursor, clear the screen or reorder what is displayed."""
-    out = []
-    for ch in text:
-        code = ord(ch)
-        if code < 0x20 or 0x7F <= code < 0xA0 or ch in _INVISIBLE:
-            out.append(ch.encode("unicode_escape").decode("ascii"))
-        else:
-            out.append(ch)
-    return "".join(out)
 
 
 def peer_table(peers: list[Peer]) -> str:
@@ -42,11 +26,11 @@ def peer_table(peers: list[Peer]) -> str:
         return NO_PEERS
     rows = [_HEADINGS] + [
         (
-            visible(p.manifest.project),
+            escape_controls(p.manifest.project),
             str(p.manifest.pid),
-            visible(p.state),
+            escape_controls(p.state),
             p.manifest.instance_id,
-            visible(p.manifest.workspace),
+            escape_controls(p.manifest.workspace),
         )
         for p in peers
     ]

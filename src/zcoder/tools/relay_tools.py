@@ -15,9 +15,10 @@ from typing import Any, Protocol
 
 from zcoder.errors import RelayError, ToolError
 from zcoder.relay.envelope import Ack
-from zcoder.relay.listing import NO_PEERS, visible
+from zcoder.relay.listing import NO_PEERS
 from zcoder.relay.registry import Peer
 from zcoder.tools.base import Tool, ToolContext, ToolResult, ToolSpec
+from zcoder.visible import escape_controls
 
 __all__ = ["LIST_AGENTS", "MAX_LISTED", "SEND_AGENT_MESSAGE", "RelayHandle", "relay_tools"]
 
@@ -50,7 +51,8 @@ def _record(peer: Peer) -> dict[str, Any]:
 
 def _label(peer: Peer) -> str:
     m = peer.manifest
-    return f"{m.instance_id} ({visible(m.project)}, pid {m.pid}, {visible(m.workspace)})"
+    project, workspace = escape_controls(m.project), escape_controls(m.workspace)
+    return f"{m.instance_id} ({project}, pid {m.pid}, {workspace})"
 
 
 async def _peers(handle: RelayHandle) -> list[Peer]:
@@ -102,14 +104,14 @@ def _unknown_target(target: str, peers: list[Peer]) -> ToolError:
     if close:
         names = "; ".join(_label(p) for p in close)
         return ToolError(
-            f"{visible(target)!r} is not an exact instance id, and a project name or pid "
+            f"{escape_controls(target)!r} is not an exact instance id, and a project name or pid "
             f"alone is ambiguous. Matching instances: {names}. Pass the exact instance_id."
         )
     if not peers:
-        return ToolError(f"no live zcoder instance has id {visible(target)!r}: {NO_PEERS}")
+        return ToolError(f"no live zcoder instance has id {escape_controls(target)!r}: {NO_PEERS}")
     names = "; ".join(_label(p) for p in peers[:MAX_LISTED])
     return ToolError(
-        f"no live zcoder instance has id {visible(target)!r}. Live instances: {names}. "
+        f"no live zcoder instance has id {escape_controls(target)!r}. Live instances: {names}. "
         "Call list_agents and use an exact instance_id."
     )
 
@@ -117,7 +119,7 @@ def _unknown_target(target: str, peers: list[Peer]) -> ToolError:
 def _ack_text(ack: Ack, peer: Peer) -> tuple[str, str]:
     """The result text (its first line is the exact ack status) and the card's summary."""
     m = peer.manifest
-    who = f"{visible(m.project)} (pid {m.pid})"
+    who = f"{escape_controls(m.project)} (pid {m.pid})"
     if ack.status == "accepted":
         status = f"accepted (queue position {ack.queue_position})"
         note = (

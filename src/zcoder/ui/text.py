@@ -8,9 +8,9 @@ or forge an approval question. Every such character is drawn as a visible token 
 
 from __future__ import annotations
 
-import unicodedata
-
 from prompt_toolkit.formatted_text import StyleAndTextTuples
+
+from zcoder.visible import is_control
 
 __all__ = ["CTRL_STYLE", "one_line", "shorten", "visible", "visible_text"]
 
@@ -20,16 +20,14 @@ _TAB = "    "
 
 def _token(ch: str) -> str | None:
     """The visible stand-in for ``ch``, or ``None`` when it is safe as it is."""
-    code = ord(ch)
-    if ch == "\n":
+    if ch == "\n" or not is_control(ch):
         return None
+    code = ord(ch)
     if code < 0x20:
         return "^" + chr(code + 0x40)
     if code == 0x7F:
         return "^?"
-    if 0x80 <= code < 0xA0 or unicodedata.category(ch) in ("Cf", "Zl", "Zp", "Co", "Cs"):
-        return f"<U+{code:04X}>"
-    return None
+    return f"<U+{code:04X}>"
 
 
 def visible(text: str, style: str = "") -> StyleAndTextTuples:

@@ -19,3 +19,5 @@ docs:
 # benchmarks (print figures; not tests)
 bench:
     python bench/relay.py
+    python bench/oneshot.py
+    python bench/ui.py

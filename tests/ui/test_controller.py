@@ -286,6 +286,21 @@ def test_idle_only_commands_wait_but_help_works_during_a_turn() -> None:
     assert "/model [NAME]" in h.output and "Esc" in h.output
 
 
+def test_an_argument_to_a_command_that_takes_none_is_refused_and_changes_nothing() -> None:
+    async def body(h: Harness) -> None:
+        h.keys("/new extra\r")
+        await h.until(lambda: "✗ /new takes no argument (see /help)" in h.output)
+        h.keys("/quit now\r")
+        await h.until(lambda: "✗ /quit takes no argument (see /help)" in h.output)
+        h.keys("/new\r")
+        await h.until(lambda: h.backend.new_sessions == 1)
+        assert h.reason == "" and not h.exited.is_set()
+        assert h.backend.turns == []
+
+    h = run(body, FakeBackend(), warmup=False)
+    assert h.output.count("New session s9.") == 1
+
+
 def test_unknown_slash_text_goes_to_the_model() -> None:
     async def body(h: Harness) -> None:
         h.keys("/etc/hosts looks odd\r")
@@ -376,7 +391,9 @@ def test_a_server_problem_is_one_line_and_the_app_stays_usable() -> None:
     backend.check_problem = problem
 
     async def body(h: Harness) -> None:
-        await h.until(lambda: f"✗ {problem}\n" in h.output)
+        # Word-wrapped at the 80 columns of DummyOutput, never inside a word.
+        wrapped = problem.replace(" --host)", "\n  --host)")
+        await h.until(lambda: f"✗ {wrapped}\n" in h.output)
         assert h.terminal.status.state == "offline"
         assert h.backend.warmups == []
         h.keys("/help\r")

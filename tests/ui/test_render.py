@@ -7,7 +7,7 @@ from prompt_toolkit.formatted_text import StyleAndTextTuples, to_plain_text
 from zcoder.conversation import TranscriptEvent
 from zcoder.live import Entry, TextDelta, ThinkingDelta, ToolUpdate
 from zcoder.ui.markdown import render_markdown, split_blocks
-from zcoder.ui.render import render_diff, render_event, render_tool
+from zcoder.ui.render import render_block, render_diff, render_event, render_notice, render_tool
 from zcoder.ui.status import Status, render_status
 from zcoder.ui.text import CTRL_STYLE, shorten, visible, visible_text
 from zcoder.ui.transcript import TranscriptView
@@ -238,3 +238,26 @@ def test_tail_wrap_grows_like_a_full_wrap() -> None:
         full = [r for line in text[:end].split("\n") for _, r in wrap_line(line, 12)]
         assert grown == full
     assert tail.rows("different", 12) == ["different"]
+
+
+def test_error_and_notice_lines_wrap_at_word_boundaries() -> None:
+    text = (
+        "Ollama is not reachable at http://127.0.0.1:44635 (connection refused): "
+        "is `ollama serve` running? (or use --host)"
+    )
+    lines = plain(render_event(TranscriptEvent("error", text), width=80)).split("\n")
+    assert lines == [
+        "✗ Ollama is not reachable at http://127.0.0.1:44635 (connection refused): is",
+        "  `ollama serve` running? (or use --host)",
+        "",
+    ]
+    notice = plain(
+        render_notice("relay directory has mode 0755; group and other bits", "system", 30)
+    )
+    assert notice == "· relay directory has mode\n  0755; group and other bits\n"
+    assert ("class:error", "✗ ") in render_event(TranscriptEvent("error", "x"))
+
+
+def test_titled_blocks_wrap_each_line_under_its_indent() -> None:
+    out = plain(render_block("Sessions:", ["*  1. a long title here  (m; 2 messages)"], 30))
+    assert out == "· Sessions:\n    *  1. a long title here\n    (m; 2 messages)\n"

@@ -34,7 +34,8 @@ from zcoder.ui.history import PromptHistory
 from zcoder.ui.render import render_event
 from zcoder.ui.status import Status
 from zcoder.ui.terminal import Terminal
-from zcoder.ui.text import visible_text
+from zcoder.ui.text import visible, visible_text
+from zcoder.ui.wrap import wrap_fragments
 
 __all__ = ["run_app"]
 
@@ -221,7 +222,9 @@ def _welcome(config: Config, backend: AgentBackend, terminal: Terminal) -> None:
     ]
     if config.relay_problem:
         lines.append(config.relay_problem)
-    terminal.print_above([("class:system", visible_text(line) + "\n") for line in lines])
+    width = terminal.width()
+    for line in lines:  # word-wrapped: a long workspace path must not split a word
+        terminal.print_above(wrap_fragments(visible(line, "class:system"), width))
     for event in resumed[-_REPLAY:]:
         terminal.print_above(render_event(event, width=terminal.width()))
     terminal.print_above(

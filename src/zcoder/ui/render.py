@@ -7,7 +7,7 @@ through ``visible``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 
@@ -23,8 +23,10 @@ __all__ = [
     "MAX_TOOL_TEXT_LINES",
     "TOOL_MARKS",
     "indent",
+    "render_block",
     "render_diff",
     "render_event",
+    "render_notice",
     "render_prose",
     "render_thinking_fold",
     "render_tool",
@@ -191,7 +193,22 @@ def render_event(event: TranscriptEvent, *, width: int = 100) -> StyleAndTextTup
             ("class:relay", _relay_header(meta) + "\n"),
             *indent([*said, ("", "\n")], "  │ ", "class:relay"),
         ]
-    text = visible(event.text.rstrip("\n"), f"class:{event.role}")
-    if event.role == "error":
-        return [("class:error", "✗ "), *text, ("", "\n")]
-    return [("class:system", "· "), *text, ("", "\n")]
+    return render_notice(event.text, "error" if event.role == "error" else "system", width)
+
+
+def render_block(title: str, lines: Sequence[str], width: int = 100) -> StyleAndTextTuples:
+    """A titled list (``/help``, ``/sessions``...): each line word-wrapped, indented."""
+    out = render_notice(title, "system", width)
+    for line in lines:
+        body = wrap_fragments(visible(line, "class:system"), width - 4)
+        out.extend(indent(body, "    "))
+    return out
+
+
+def render_notice(text: str, role: str, width: int = 100) -> StyleAndTextTuples:
+    """A notice (``system``) or an error line, word-wrapped under its marker: a hint such as
+    `ollama serve` at the end of a long line must not be cut in the middle of a word."""
+    style = f"class:{role}"
+    mark = "✗ " if role == "error" else "· "
+    body = wrap_fragments(visible(text.rstrip("\n"), style), width - 2)
+    return [(style, mark), *indent(body, "  ")[1:]]

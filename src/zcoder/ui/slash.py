@@ -6,12 +6,12 @@ import time
 from typing import TYPE_CHECKING
 
 import trio
-from prompt_toolkit.formatted_text import StyleAndTextTuples
 
 from zcoder.commands import ParsedCommand, help_lines
 from zcoder.errors import ZcoderError
 from zcoder.ui.backend import SessionRow
-from zcoder.ui.text import one_line, shorten, visible_text
+from zcoder.ui.render import render_block
+from zcoder.ui.text import one_line, shorten
 
 if TYPE_CHECKING:
     from zcoder.ui.controller import Controller
@@ -51,12 +51,6 @@ def session_lines(rows: list[SessionRow], now: float) -> list[str]:
     return out
 
 
-def _block(title: str, lines: list[str]) -> StyleAndTextTuples:
-    out: StyleAndTextTuples = [("class:system", f"· {visible_text(title)}\n")]
-    out.extend(("class:system", f"    {visible_text(line)}\n") for line in lines)
-    return out
-
-
 class SlashCommands:
     def __init__(self, controller: Controller) -> None:
         self.c = controller
@@ -66,7 +60,8 @@ class SlashCommands:
         self.c.view.notice(text, role)
 
     def _print(self, title: str, lines: list[str]) -> None:
-        self.c.terminal.print_above(_block(title, lines))
+        terminal = self.c.terminal
+        terminal.print_above(render_block(title, lines, terminal.width()))
 
     async def run(self, parsed: ParsedCommand) -> None:
         name, args = parsed.command.name, parsed.args

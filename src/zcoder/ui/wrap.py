@@ -38,6 +38,8 @@ def wrap_line(line: str, width: int) -> list[tuple[int, str]]:
         cut = start + _fit(line[start:], width)
         space = line.rfind(" ", start + 1, cut + 1)
         end, resume = (space, space + 1) if space > start else (cut, cut)
+        while end > start + 1 and line[end - 1] == " ":  # no trailing blanks on a row
+            end -= 1
         rows.append((start, line[start:end]))
         start = resume
     rows.append((start, line[start:]))

@@ -57,3 +57,13 @@ def test_help_lines_follow_the_registry() -> None:
     lines = help_lines()
     assert [u for u, _ in lines] == [c.usage for c in COMMANDS]
     assert dict(lines)["/new"].endswith("(not during a turn)")
+
+
+def test_commands_without_arguments_refuse_one() -> None:
+    new, help_, quit_, agents, model = (find(n) for n in ("new", "help", "quit", "agents", "model"))
+    assert new and help_ and quit_ and agents and model
+    assert new.arg_problem("extra") == "/new takes no argument (see /help)"
+    assert help_.arg_problem("x") == "/help takes no argument (see /help)"
+    assert quit_.arg_problem(" now ") == "/quit takes no argument (see /help)"
+    assert new.arg_problem("") == new.arg_problem("  ") == ""
+    assert agents.arg_problem("pause") == model.arg_problem("qwen3:8b") == ""

@@ -40,6 +40,13 @@ class Command:
     arg_kind: str = ""
     choices: tuple[str, ...] = ()
 
+    def arg_problem(self, args: str) -> str:
+        """Why ``args`` cannot go with this command (``""`` when they can): a command that
+        takes no argument refuses one rather than run as if it were not there."""
+        if args.strip() and not self.arg_kind:
+            return f"/{self.name} takes no argument (see /help)"
+        return ""
+
     def needs_idle(self, args: str) -> bool:
         return self.idle_only or (self.args_idle_only and bool(args.strip()))
 

@@ -89,6 +89,10 @@ class Controller:
             self.status.set_state("ready")
         parsed = parse(text)
         if parsed is not None:
+            problem = parsed.command.arg_problem(parsed.args)
+            if problem:
+                self.view.notice(problem, "error")
+                return
             if parsed.command.needs_idle(parsed.args) and self.turn_active:
                 self.view.notice(
                     f"/{parsed.command.name} cannot run during a turn: wait for it to finish, "

@@ -26,6 +26,7 @@ from zcoder.relay.spool import Claimed
 from zcoder.session import Session, SessionStore, SessionSummary
 from zcoder.tools.base import Tool
 from zcoder.tools.registry import Toolbox, core_tools
+from zcoder.tools.relay_tools import SEND_AGENT_MESSAGE
 from zcoder.ui.backend import SessionRow
 
 __all__ = ["AgentBackend"]
@@ -35,17 +36,30 @@ _CHECK_SECONDS = 5.0
 
 
 class _OutputSink:
-    """Adds the finished command's output to its tool card (the UI shows a few lines).
+    """Adds the finished command's output to its tool card (the UI shows a few lines), and
+    names a send's target like its question does (project, pid, workspace, not a bare id).
 
     The round answers a call in the history before it reports the card's final state, so
     the last history message is that call's result."""
 
-    def __init__(self, inner: TurnSink, history: Callable[[], list[Message]]) -> None:
+    def __init__(
+        self,
+        inner: TurnSink,
+        history: Callable[[], list[Message]],
+        label: Callable[[str], str] = str,
+    ) -> None:
         self._inner = inner
         self._history = history
+        self._label = label
 
     def emit(self, event: LiveEvent) -> None:
-        if isinstance(event, ToolUpdate) and event.name == "run_command" and not event.output:
+        if isinstance(event, ToolUpdate) and event.name == SEND_AGENT_MESSAGE:
+            event = attrs.evolve(event, target=self._label(event.target))
+        elif isinstance(event, Entry) and event.event.meta.get("name") == SEND_AGENT_MESSAGE:
+            # The same label as the card's, so the view knows this card is already shown.
+            meta = {**event.event.meta, "target": self._label(event.event.meta.get("target", ""))}
+            event = Entry(attrs.evolve(event.event, meta=meta))
+        elif isinstance(event, ToolUpdate) and event.name == "run_command" and not event.output:
             history = self._history()
             last = history[-1] if history else None
             if event.state in ("completed", "failed") and last and last.role == "tool":
@@ -99,7 +113,7 @@ class AgentBackend:
             approver=SendLabels(approver, self.relay.label),
             store=self._store,
             session=self._session,
-            sink=_OutputSink(sink, lambda: self.agent.session.history),
+            sink=_OutputSink(sink, lambda: self.agent.session.history, self.relay.label),
         )
         if self._agent.model != self._config.model and not self._config.resume:
             self._agent.set_model(self._config.model)

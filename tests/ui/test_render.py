@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 from prompt_toolkit.formatted_text import StyleAndTextTuples, to_plain_text
 
 from zcoder.conversation import TranscriptEvent
@@ -101,6 +102,18 @@ def test_tool_card_states_and_summary() -> None:
     assert plain(card) == "✗ run_command make^[[1m  failed · exit 2\n"
     done = render_tool(ToolUpdate("1.0", "write_file", "a.py", "completed", "1 line", "+x\n"))
     assert plain(done) == "✓ write_file a.py  completed · 1 line\n    +x\n"
+
+
+def test_a_summary_that_does_not_fit_the_card_row_gets_its_own_row() -> None:
+    update = ToolUpdate("1.0", "send_agent_message", "beta (pid 7, /w/beta) · 7-1", "completed")
+    summary = "accepted (queue position 1) by beta (pid 7)"
+    wide = render_tool(attrs.evolve(update, summary=summary), width=120)
+    assert (
+        plain(wide) == f"✓ send_agent_message beta (pid 7, /w/beta) · 7-1  completed · {summary}\n"
+    )
+    narrow = plain(render_tool(attrs.evolve(update, summary=summary), width=70))
+    assert narrow == f"✓ send_agent_message beta (pid 7, /w/beta) · 7-1  completed\n    {summary}\n"
+    assert all(len(row) <= 70 for row in narrow.splitlines())
 
 
 def test_command_output_preview_keeps_the_last_lines() -> None:

@@ -226,7 +226,6 @@ def _welcome(config: Config, backend: AgentBackend, terminal: Terminal) -> None:
     for line in lines:  # word-wrapped: a long workspace path must not split a word
         terminal.print_above(wrap_fragments(visible(line, "class:system"), width))
     for event in resumed[-_REPLAY:]:
-        terminal.print_above(render_event(event, width=terminal.width()))
-    terminal.print_above(
-        [("class:dim", "Type a message · /help for commands · Esc stops a turn · Ctrl-D quits\n")]
-    )
+        terminal.print_above(render_event(event, width=width))
+    hint = "Type a message · /help for commands · Esc stops a turn · Ctrl-D quits"
+    terminal.print_above(wrap_fragments([("class:dim", hint)], width))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from prompt_toolkit.formatted_text import StyleAndTextTuples
+from prompt_toolkit.utils import get_cwidth
 
 from zcoder.conversation import TranscriptEvent
 from zcoder.live import ToolState, ToolUpdate
@@ -106,7 +107,12 @@ def render_tool(update: ToolUpdate, *, width: int = 100) -> StyleAndTextTuples:
         (style, f"  {update.state}"),
     ]
     if update.summary:
-        out.append(("class:tool.summary", " · " + shorten(one_line(update.summary), width)))
+        summary = one_line(update.summary)
+        used = sum(get_cwidth(text) for _, text, *_ in out)
+        if used + 3 + get_cwidth(summary) <= width:
+            out.append(("class:tool.summary", " · " + summary))
+        else:  # a row of its own, rather than one the terminal cuts in mid-word
+            out.append(("class:tool.summary", "\n    " + shorten(summary, max(width - 4, 20))))
     out.append(("", "\n"))
     if update.output.strip() and update.state in ("completed", "failed"):
         out.extend(_output_preview(update.output, width))

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import trio
 import trio.testing
+from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.input import PipeInput, create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from zcoder.approval import ApprovalRequest
-from zcoder.ui.approval import GUARD, ApprovalLine
+from zcoder.ui.approval import GUARD, ApprovalLine, count_rows, full_text
 from zcoder.ui.events import CancelTurn, ExitRequest, Submit, UiEvent
 from zcoder.ui.history import PromptHistory
 from zcoder.ui.status import Status
@@ -247,3 +248,44 @@ async def test_question_text_is_shown_exactly_and_safely() -> None:
         )
         line.press("escape")
     assert line.render() == []
+
+
+async def test_a_question_too_long_for_the_screen_keeps_its_choices_and_prints_in_full() -> None:
+    printed: list[str] = []
+
+    def keep(fragments: StyleAndTextTuples) -> None:
+        printed.append("".join(t for _, t, *_ in fragments))
+
+    line = ApprovalLine(lambda f: f(), lambda: None, FakeClock(), keep)
+    command = "\n".join(f"echo {n}" for n in range(30))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(line.ask, ApprovalRequest("command", command, ("y", "n"), cwd="/w"))
+        await trio.testing.wait_all_tasks_blocked()
+        shown = "".join(t for _, t, *_ in line.render(10, 80)).split("\n")
+        assert len(shown) == 10  # exactly the rows it was given
+        assert shown == [
+            "╭ The model wants to run this command in /w:",
+            "│ echo 0",
+            "│ echo 1",
+            "│ echo 2",
+            "│ ⋮ 23 more lines; the whole command is printed above",
+            "│ echo 26",
+            "│ echo 27",
+            "│ echo 28",
+            "│ echo 29",
+            "╰ [y] yes, once   [n] no   (Esc = no)",
+        ]
+        line.render(10, 80)  # drawn again: printed once only
+        assert printed == [
+            "╭ The whole command of the question below (30 lines):\n"
+            + "".join(f"│ echo {n}\n" for n in range(30))
+        ]
+        assert "".join(t for _, t, *_ in line.render(40, 80)).count("│ echo") == 30
+        line.press("escape")
+
+
+def test_long_lines_of_a_question_continue_on_framed_rows() -> None:
+    request = ApprovalRequest("command", "x" * 10 + "\x1b", ("y", "n"))
+    text = "".join(t for _, t, *_ in full_text(request, 8))
+    assert text.split("\n")[1:] == ["│ xxxxxx", "│ xxxx^[", ""]
+    assert count_rows([("", "abcdef\nab\n")], 4) == 3

@@ -14,11 +14,12 @@ from collections.abc import Callable
 
 import trio
 from prompt_toolkit.formatted_text import StyleAndTextTuples
+from prompt_toolkit.utils import get_cwidth
 
 from zcoder.approval import Answer, ApprovalRequest
 from zcoder.ui.text import one_line, visible
 
-__all__ = ["GUARD", "ApprovalLine"]
+__all__ = ["GUARD", "ApprovalLine", "count_rows", "full_text"]
 
 GUARD = 0.3
 _CHOICE_TEXT: dict[str, str] = {
@@ -41,8 +42,11 @@ class ApprovalLine:
         schedule: Callable[[Callable[[], None]], object],
         on_change: Callable[[], None],
         clock: Callable[[], float] = time.monotonic,
+        print_full: Callable[[StyleAndTextTuples], None] | None = None,
     ) -> None:
         self._schedule = schedule
+        self._print_full = print_full
+        self._printed = False
         self._on_change = on_change
         self._clock = clock
         self.request: ApprovalRequest | None = None
@@ -61,6 +65,7 @@ class ApprovalLine:
         if self.request is not None:
             raise RuntimeError("an approval question is already open")
         self.request, self._answer, self._shown_at, self.ignored = request, None, None, 0
+        self._printed = False
         done = self._done = trio.Event()
         self._on_change()
         try:
@@ -105,26 +110,93 @@ class ApprovalLine:
         self._on_change()
         return True
 
-    def render(self) -> StyleAndTextTuples:
+    def render(self, max_rows: int = 10_000, width: int = 100) -> StyleAndTextTuples:
+        """The question in at most ``max_rows`` rows of ``width`` cells. The choices always
+        show; a text too long to fit keeps its first and last rows around a marker, and is
+        printed whole above the app once, so what is approved can always be read."""
         request = self.request
         if request is None or self._answer is not None:
             return []
-        return [*_question(request), *_choices(request, self.ignored)]
+        head, choices = _head(request), _choices(request, self.ignored)
+        room = max_rows - count_rows(head, width) - count_rows(choices, width)
+        rows = _text_rows(request.text, width)
+        if len(rows) <= room:
+            return [*head, *[f for row in rows for f in row], *choices]
+        if self._print_full is not None and not self._printed:
+            self._printed = True
+            self._print_full(full_text(request, width))
+        top = max(room - 1, 2) // 2
+        bottom = max(max(room - 1, 2) - top, 1)
+        noun = "message" if request.kind == "send" else "command"
+        hidden = len(rows) - top - bottom
+        unit = "lines" if len(rows) == request.text.count("\n") + 1 else "rows"
+        where = "printed above" if self._print_full is not None else "not shown"
+        marker: StyleAndTextTuples = [
+            ("class:approval.frame", "│ "),
+            ("class:approval.hint", f"⋮ {hidden} more {unit}; the whole {noun} is {where}\n"),
+        ]
+        kept = [*rows[:top], marker, *rows[-bottom:]]
+        return [*head, *[f for row in kept for f in row], *choices]
 
 
-def _question(request: ApprovalRequest) -> StyleAndTextTuples:
+def count_rows(fragments: StyleAndTextTuples, width: int) -> int:
+    """Screen rows ``fragments`` take in a window ``width`` cells wide that wraps lines."""
+    lines = "".join(t for _, t, *_ in fragments).split("\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    return sum(max(1, -(-get_cwidth(line) // max(width, 1))) for line in lines)
+
+
+def _text_rows(text: str, width: int) -> list[StyleAndTextTuples]:
+    """The question's text as framed rows: a long line continues on rows of its own, cut
+    at the width exactly (a command is not prose: no word wrapping)."""
+    room = max(width - 2, 1)
+    rows: list[StyleAndTextTuples] = []
+    for line in text.split("\n"):
+        row: StyleAndTextTuples = [("class:approval.frame", "│ ")]
+        used = 0
+        for style, part, *_ in visible(line, "class:approval.text"):
+            while part:
+                n = _fit(part, room - used) or (0 if used else 1)  # always progress
+                if n:
+                    row.append((style, part[:n]))
+                    used, part = used + get_cwidth(part[:n]), part[n:]
+                if part:
+                    rows.append([*row, ("", "\n")])
+                    row, used = [("class:approval.frame", "│ ")], 0
+        rows.append([*row, ("", "\n")])
+    return rows
+
+
+def _fit(text: str, cells: int) -> int:
+    """How many characters of ``text`` fit in ``cells`` columns."""
+    if text.isascii():
+        return max(0, min(len(text), cells))
+    used = 0
+    for n, ch in enumerate(text):
+        used += get_cwidth(ch)
+        if used > cells:
+            return n
+    return len(text)
+
+
+def full_text(request: ApprovalRequest, width: int = 100) -> StyleAndTextTuples:
+    """The whole text of a question too long for the screen, for the scrollback."""
+    noun = "message" if request.kind == "send" else "command"
+    lines = request.text.count("\n") + 1
+    head = f"The whole {noun} of the question below ({lines} lines):\n"
+    body = [f for row in _text_rows(request.text, width) for f in row]
+    return [("class:approval.frame", "╭ "), ("class:approval", head), *body]
+
+
+def _head(request: ApprovalRequest) -> StyleAndTextTuples:
     who = "A relayed request" if request.origin == "relay" else "The model"
     if request.kind == "send":
         head = f"{who} wants to send a message to {one_line(request.target)}:"
     else:
         where = f" in {one_line(request.cwd)}" if request.cwd else ""
         head = f"{who} wants to run this command{where}:"
-    out: StyleAndTextTuples = [("class:approval.frame", "╭ "), ("class:approval", head + "\n")]
-    for line in request.text.split("\n"):
-        out.append(("class:approval.frame", "│ "))
-        out.extend(visible(line, "class:approval.text"))
-        out.append(("", "\n"))
-    return out
+    return [("class:approval.frame", "╭ "), ("class:approval", head + "\n")]
 
 
 def _choices(request: ApprovalRequest, ignored: int) -> StyleAndTextTuples:

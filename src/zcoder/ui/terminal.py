@@ -33,7 +33,7 @@ from prompt_toolkit.output import Output
 from prompt_toolkit.renderer import print_formatted_text as write_fragments
 
 from zcoder.commands import find
-from zcoder.ui.approval import ApprovalLine
+from zcoder.ui.approval import ApprovalLine, count_rows
 from zcoder.ui.events import CancelTurn, ExitRequest, Submit, UiEvent
 from zcoder.ui.keys import KEY_TIMEOUT, SEQUENCE_TIMEOUT, build_key_bindings
 from zcoder.ui.status import Status, render_status
@@ -96,7 +96,7 @@ class Terminal:
         self.status = status
         self._post = post
         self.turn_running = False
-        self.approval = ApprovalLine(schedule, self.invalidate, clock)
+        self.approval = ApprovalLine(schedule, self.invalidate, clock, self.print_above)
         self.view = TranscriptView(self.print_above, self.width)
         self._pending: list[StyleAndTextTuples] = []
         self._flush_handle: asyncio.Handle | None = None
@@ -154,7 +154,7 @@ class Terminal:
                     ),
                     ConditionalContainer(
                         Window(
-                            FormattedTextControl(self.approval.render),
+                            FormattedTextControl(self._approval),
                             wrap_lines=True,
                             dont_extend_height=True,
                         ),
@@ -183,10 +183,16 @@ class Terminal:
             return [("class:dim", "Esc stops the turn · Enter queues a message")]
         return [("class:dim", "Ask anything · /help for commands · Ctrl-D quits")]
 
+    def _approval(self) -> StyleAndTextTuples:
+        # The question may use all rows but the input's, the status bar's and three of the
+        # live area (the pending card): its choices must never fall off the screen.
+        rows = self.app.output.get_size().rows
+        return self.approval.render(max(rows - 5, 4), self.width())
+
     def _live(self) -> StyleAndTextTuples:
         rows = self.app.output.get_size().rows
-        budget = max(3, rows - 6 - (8 if self.approval.is_open else 0))
-        return self.view.render_live(budget)
+        used = count_rows(self._approval(), self.width()) if self.approval.is_open else 0
+        return self.view.render_live(max(3, rows - 6 - used))
 
     def width(self) -> int:
         return max(self.app.output.get_size().columns, 20)

@@ -230,6 +230,8 @@ async def test_escape_and_n_deny_at_once_and_unoffered_choices_do_nothing() -> N
             line.mark_rendered()
             clock.now += 1
             assert not line.press("a")  # not offered for relayed turns
+            shown = "".join(t for _, t, *_ in line.render())
+            assert shown.endswith("(Esc = no)  · [a] is not offered here")
             assert line.press(key)
     assert answers == ["n", "n"]
 

@@ -56,6 +56,7 @@ class ApprovalLine:
         self._answer: Answer | None = None
         self._done: trio.Event | None = None
         self.ignored = 0
+        self.unoffered = ""
 
     @property
     def is_open(self) -> bool:
@@ -65,6 +66,7 @@ class ApprovalLine:
         if self.request is not None:
             raise RuntimeError("an approval question is already open")
         self.request, self._answer, self._shown_at, self.ignored = request, None, None, 0
+        self.unoffered = ""
         self._printed = False
         done = self._done = trio.Event()
         self._on_change()
@@ -92,7 +94,11 @@ class ApprovalLine:
         if key == "escape":
             return self._resolve("n")
         answer = _ANSWERS.get(key.lower())
-        if answer is None or answer not in request.choices:
+        if answer is None:
+            return False
+        if answer not in request.choices:  # say so: silence looks like a frozen app
+            self.unoffered = answer
+            self._on_change()
             return False
         now = self._clock()
         settled = self._shown_at is not None and now - self._shown_at >= GUARD
@@ -117,7 +123,7 @@ class ApprovalLine:
         request = self.request
         if request is None or self._answer is not None:
             return []
-        head, choices = _head(request), _choices(request, self.ignored)
+        head, choices = _head(request), _choices(request, self.ignored, self.unoffered)
         room = max_rows - count_rows(head, width) - count_rows(choices, width)
         rows = _text_rows(request.text, width)
         if len(rows) <= room:
@@ -199,12 +205,14 @@ def _head(request: ApprovalRequest) -> StyleAndTextTuples:
     return [("class:approval.frame", "╭ "), ("class:approval", head + "\n")]
 
 
-def _choices(request: ApprovalRequest, ignored: int) -> StyleAndTextTuples:
+def _choices(request: ApprovalRequest, ignored: int, unoffered: str = "") -> StyleAndTextTuples:
     out: StyleAndTextTuples = [("class:approval.frame", "╰ ")]
     for choice in request.choices:
         out.append(("class:approval.keys", f"[{choice}]"))
         out.append(("", f" {_CHOICE_TEXT[choice]}   "))
     out.append(("class:approval.hint", "(Esc = no)"))
-    if ignored:
+    if unoffered:
+        out.append(("class:approval.hint", f"  · [{unoffered}] is not offered here"))
+    elif ignored:
         out.append(("class:approval.hint", "  · keys typed before the question are ignored"))
     return out

@@ -271,6 +271,23 @@ def test_error_and_notice_lines_wrap_at_word_boundaries() -> None:
     assert ("class:error", "✗ ") in render_event(TranscriptEvent("error", "x"))
 
 
+def test_titled_blocks_hang_continuation_rows_under_the_second_column() -> None:
+    line = "Tab     complete slash commands and their arguments"
+    out = plain(render_block("Keys:", [line, "Esc     stop"], 40, hang=8))
+    assert out.split("\n") == [
+        "· Keys:",
+        "    Tab     complete slash commands and",
+        "            their arguments",
+        "    Esc     stop",
+        "",
+    ]
+    # Too narrow for the hang: the continuation takes the whole row.
+    assert (
+        plain(render_block("K:", [line], 30, hang=20)).split("\n")[2]
+        == "    commands and their arguments"
+    )
+
+
 def test_titled_blocks_wrap_each_line_under_its_indent() -> None:
     out = plain(render_block("Sessions:", ["*  1. a long title here  (m; 2 messages)"], 30))
     assert out == "· Sessions:\n    *  1. a long title here\n    (m; 2 messages)\n"

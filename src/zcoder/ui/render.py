@@ -15,8 +15,8 @@ from prompt_toolkit.utils import get_cwidth
 from zcoder.conversation import TranscriptEvent
 from zcoder.live import ToolState, ToolUpdate
 from zcoder.ui.markdown import render_markdown
-from zcoder.ui.text import one_line, shorten, visible
-from zcoder.ui.wrap import wrap_fragments
+from zcoder.ui.text import one_line, shorten, visible, visible_text
+from zcoder.ui.wrap import wrap_fragments, wrap_line
 
 __all__ = [
     "MAX_DIFF_LINES",
@@ -202,12 +202,21 @@ def render_event(event: TranscriptEvent, *, width: int = 100) -> StyleAndTextTup
     return render_notice(event.text, "error" if event.role == "error" else "system", width)
 
 
-def render_block(title: str, lines: Sequence[str], width: int = 100) -> StyleAndTextTuples:
-    """A titled list (``/help``, ``/sessions``...): each line word-wrapped, indented."""
+def render_block(
+    title: str, lines: Sequence[str], width: int = 100, *, hang: int = 0
+) -> StyleAndTextTuples:
+    """A titled list (``/help``, ``/sessions``...): each line word-wrapped and indented;
+    its continuation rows ``hang`` columns further in (under a table's second column)."""
     out = render_notice(title, "system", width)
+    room = max(width - 4, 10)
+    hang = hang if hang <= room // 2 else 0  # too narrow: use the whole row
     for line in lines:
-        body = wrap_fragments(visible(line, "class:system"), width - 4)
-        out.extend(indent(body, "    "))
+        text = visible_text(line)
+        rows = wrap_line(text, room)
+        out.append(("class:system", f"    {rows[0][1]}\n"))
+        if len(rows) > 1:
+            for _, row in wrap_line(text[rows[1][0] :], room - hang):
+                out.append(("class:system", f"{' ' * (4 + hang)}{row}\n"))
     return out
 
 

@@ -59,9 +59,9 @@ class SlashCommands:
     def _notice(self, text: str, role: str = "system") -> None:
         self.c.view.notice(text, role)
 
-    def _print(self, title: str, lines: list[str]) -> None:
+    def _print(self, title: str, lines: list[str], hang: int = 0) -> None:
         terminal = self.c.terminal
-        terminal.print_above(render_block(title, lines, terminal.width()))
+        terminal.print_above(render_block(title, lines, terminal.width(), hang=hang))
 
     async def run(self, parsed: ParsedCommand) -> None:
         name, args = parsed.command.name, parsed.args
@@ -109,8 +109,8 @@ class SlashCommands:
         lines = [f"{usage:<{width}}  {text}" for usage, text in help_lines()]
         lines.append("Any other text (even starting with /) is sent to the model.")
         keys = [f"{key:<{width}}  {text}" for key, text in KEY_HELP]
-        self._print("Commands:", lines)
-        self._print("Keys:", keys)
+        self._print("Commands:", lines, hang=width + 2)
+        self._print("Keys:", keys, hang=width + 2)
 
     async def model(self, name: str) -> None:
         with trio.fail_after(_LIST_SECONDS):
@@ -139,7 +139,8 @@ class SlashCommands:
     def sessions(self, arg: str) -> None:
         rows = self.c.backend.list_sessions()
         if not arg:
-            self._print("Sessions of this workspace and profile:", session_lines(rows, time.time()))
+            lines = session_lines(rows, time.time())
+            self._print("Sessions of this workspace and profile:", lines, hang=6)
             self._notice("Switch with /sessions N or /sessions ID.")
             return
         target = arg

@@ -282,10 +282,7 @@ def test_titled_blocks_hang_continuation_rows_under_the_second_column() -> None:
         "",
     ]
     # Too narrow for the hang: the continuation takes the whole row.
-    assert (
-        plain(render_block("K:", [line], 30, hang=20)).split("\n")[2]
-        == "    commands and their arguments"
-    )
+    assert plain(render_block("K:", [line], 30, hang=20)).split("\n")[2] == "    commands and their"
 
 
 def test_titled_blocks_wrap_each_line_under_its_indent() -> None:

@@ -230,7 +230,7 @@ async def test_escape_and_n_deny_at_once_and_unoffered_choices_do_nothing() -> N
             line.mark_rendered()
             clock.now += 1
             assert not line.press("a")  # not offered for relayed turns
-            shown = "".join(t for _, t, *_ in line.render())
+            shown = "".join(t for _, t, *_ in line.render()).replace("\u00a0", " ")
             assert shown.endswith("(Esc = no)  · [a] is not offered here")
             assert line.press(key)
     assert answers == ["n", "n"]
@@ -242,7 +242,7 @@ async def test_question_text_is_shown_exactly_and_safely() -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(line.ask, request)
         await trio.testing.wait_all_tasks_blocked()
-        text = "".join(t for _, t, *_ in line.render())
+        text = "".join(t for _, t, *_ in line.render()).replace("\u00a0", " ")
         assert text == (
             "╭ The model wants to run this command in /w:\n"
             "│ echo hi^[[2J\n│ ls\n"
@@ -263,7 +263,7 @@ async def test_a_question_too_long_for_the_screen_keeps_its_choices_and_prints_i
     async with trio.open_nursery() as nursery:
         nursery.start_soon(line.ask, ApprovalRequest("command", command, ("y", "n"), cwd="/w"))
         await trio.testing.wait_all_tasks_blocked()
-        shown = "".join(t for _, t, *_ in line.render(10, 80)).split("\n")
+        shown = "".join(t for _, t, *_ in line.render(10, 80)).replace("\u00a0", " ").split("\n")
         assert len(shown) == 10  # exactly the rows it was given
         assert shown == [
             "╭ The model wants to run this command in /w:",
@@ -291,3 +291,22 @@ def test_long_lines_of_a_question_continue_on_framed_rows() -> None:
     text = "".join(t for _, t, *_ in full_text(request, 8))
     assert text.split("\n")[1:] == ["│ xxxxxx", "│ xxxx^[", ""]
     assert count_rows([("", "abcdef\nab\n")], 4) == 3
+
+
+async def test_question_head_and_choices_wrap_at_words_inside_the_frame() -> None:
+    line = ApprovalLine(lambda f: f(), lambda: None, FakeClock())
+    target = "beta (pid 7, /w/beta) · 7-56926070"
+    request = ApprovalRequest("send", "hello", ("y", "a", "n"), target=target)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(line.ask, request)
+        await trio.testing.wait_all_tasks_blocked()
+        text = "".join(t for _, t, *_ in line.render(30, 48))
+        assert text.replace("\u00a0", " ").split("\n") == [
+            "╭ The model wants to send a message to beta (pid",
+            "│ 7, /w/beta) · 7-56926070:",
+            "│ hello",
+            "╰ [y] yes, once   [a] yes, and allow all",
+            "  commands in this conversation   [n] no",
+            "  (Esc = no)",
+        ]
+        line.press("escape")

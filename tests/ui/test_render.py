@@ -253,6 +253,21 @@ def test_tail_wrap_grows_like_a_full_wrap() -> None:
     assert tail.rows("different", 12) == ["different"]
 
 
+def test_wrapped_rows_neither_end_nor_start_with_blanks() -> None:
+    text = "one   two  three    four five\n  indented  stays"
+    assert [r for _, r in wrap_line(text.split("\n")[0], 8)] == [
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+    ]
+    tail = TailWrap()
+    for end in range(1, len(text) + 1):
+        full = [r for line in text[:end].split("\n") for _, r in wrap_line(line, 8)]
+        assert tail.rows(text[:end], 8) == full, text[:end]
+
+
 def test_error_and_notice_lines_wrap_at_word_boundaries() -> None:
     text = (
         "Ollama is not reachable at http://127.0.0.1:44635 (connection refused): "

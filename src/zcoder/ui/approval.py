@@ -17,7 +17,9 @@ from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.utils import get_cwidth
 
 from zcoder.approval import Answer, ApprovalRequest
+from zcoder.ui.render import indent
 from zcoder.ui.text import one_line, visible
+from zcoder.ui.wrap import wrap_fragments, wrap_line
 
 __all__ = ["GUARD", "ApprovalLine", "count_rows", "full_text"]
 
@@ -123,7 +125,8 @@ class ApprovalLine:
         request = self.request
         if request is None or self._answer is not None:
             return []
-        head, choices = _head(request), _choices(request, self.ignored, self.unoffered)
+        head = _head(request, width)
+        choices = _choices(request, self.ignored, self.unoffered, width)
         room = max_rows - count_rows(head, width) - count_rows(choices, width)
         rows = _text_rows(request.text, width)
         if len(rows) <= room:
@@ -195,24 +198,35 @@ def full_text(request: ApprovalRequest, width: int = 100) -> StyleAndTextTuples:
     return [("class:approval.frame", "╭ "), ("class:approval", head), *body]
 
 
-def _head(request: ApprovalRequest) -> StyleAndTextTuples:
+def _head(request: ApprovalRequest, width: int = 100) -> StyleAndTextTuples:
     who = "A relayed request" if request.origin == "relay" else "The model"
     if request.kind == "send":
         head = f"{who} wants to send a message to {one_line(request.target)}:"
     else:
         where = f" in {one_line(request.cwd)}" if request.cwd else ""
         head = f"{who} wants to run this command{where}:"
-    return [("class:approval.frame", "╭ "), ("class:approval", head + "\n")]
+    # Word-wrapped inside the frame: an instance id or a path is not cut in two.
+    out: StyleAndTextTuples = []
+    for n, (_, row) in enumerate(wrap_line(head, max(width - 2, 10))):
+        out.append(("class:approval.frame", "│ " if n else "╭ "))
+        out.append(("class:approval", row + "\n"))
+    return out
 
 
-def _choices(request: ApprovalRequest, ignored: int, unoffered: str = "") -> StyleAndTextTuples:
-    out: StyleAndTextTuples = [("class:approval.frame", "╰ ")]
+def _choices(
+    request: ApprovalRequest, ignored: int, unoffered: str = "", width: int = 10_000
+) -> StyleAndTextTuples:
+    """The keys, word-wrapped under the frame's corner (the last row has no newline)."""
+    out: StyleAndTextTuples = []
     for choice in request.choices:
         out.append(("class:approval.keys", f"[{choice}]"))
         out.append(("", f" {_CHOICE_TEXT[choice]}   "))
-    out.append(("class:approval.hint", "(Esc = no)"))
+    out.append(("class:approval.hint", "(Esc\u00a0=\u00a0no)"))  # kept on one row
     if unoffered:
         out.append(("class:approval.hint", f"  · [{unoffered}] is not offered here"))
     elif ignored:
         out.append(("class:approval.hint", "  · keys typed before the question are ignored"))
-    return out
+    rows = indent(wrap_fragments(out, max(width - 2, 10)), "  ")
+    while rows and rows[-1][1] in ("\n", "  "):  # the input line follows directly
+        rows.pop()
+    return [("class:approval.frame", "╰ "), *rows[1:]]

@@ -40,6 +40,8 @@ def wrap_line(line: str, width: int) -> list[tuple[int, str]]:
         end, resume = (space, space + 1) if space > start else (cut, cut)
         while end > start + 1 and line[end - 1] == " ":  # no trailing blanks on a row
             end -= 1
+        while resume < len(line) and line[resume] == " " and space > start:  # nor leading
+            resume += 1
         rows.append((start, line[start:end]))
         start = resume
     rows.append((start, line[start:]))
@@ -60,6 +62,11 @@ class TailWrap:
         if width != self._width or not text.startswith(self._text[: self._done]):
             self._width, self._stable, self._done = width, [], 0
         self._text = text
+        # A row after a break starts past the blanks, as in ``wrap_line``.
+        while (
+            0 < self._done < len(text) and text[self._done] == " " and text[self._done - 1] != "\n"
+        ):
+            self._done += 1
         rest = text[self._done :]
         lines = rest.split("\n")
         offset = self._done

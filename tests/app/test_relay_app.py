@@ -117,13 +117,14 @@ async def test_a_model_sends_to_another_instance_which_runs_it_as_a_turn(short_t
         (asked,) = a.approver.asked
         assert (asked.kind, asked.text, asked.choices) == ("send", "rename users.name", ("y", "n"))
         assert asked.target == f"beta (pid {os.getpid()}, {short_tmp / 'beta'}) · {b.id}"
-        # The send's card and its transcript entry name the target like the question does.
+        # The send's card and its transcript entry name the target by project and pid.
+        label = f"beta (pid {os.getpid()}) · {b.id}"
         cards = [e for e in a.sink.events if isinstance(e, ToolUpdate)]
         sends = [(c.state, c.target) for c in cards if c.name == "send_agent_message"]
-        assert sends[-1] == ("completed", asked.target)
-        assert {target for _, target in sends} == {asked.target}
+        assert sends[-1] == ("completed", label)
+        assert {target for _, target in sends} == {label}
         (entry,) = [e for e in a.sink.entries() if e.meta.get("name") == "send_agent_message"]
-        assert entry.meta["target"] == asked.target and entry.meta["state"] == "completed"
+        assert entry.meta["target"] == label and entry.meta["state"] == "completed"
 
         assert b.backend.relay_waiting() and b.backend.relay_status() == ("on", 1)
         assert await b.backend.run_relay_turn() is True

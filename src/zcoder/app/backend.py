@@ -113,7 +113,7 @@ class AgentBackend:
             approver=SendLabels(approver, self.relay.label),
             store=self._store,
             session=self._session,
-            sink=_OutputSink(sink, lambda: self.agent.session.history, self.relay.label),
+            sink=_OutputSink(sink, lambda: self.agent.session.history, self.relay.card_label),
         )
         if self._agent.model != self._config.model and not self._config.resume:
             self._agent.set_model(self._config.model)

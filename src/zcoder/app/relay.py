@@ -229,20 +229,32 @@ class RelayLink:
             max_bytes=settings.max_bytes,
         )
 
-    def label(self, instance_id: str) -> str:
-        """How a send question names its target: what discovery last said about it, or
-        what its last relayed message said (a reply), else the bare id."""
+    def _who(self, instance_id: str) -> tuple[str, int, str] | None:
+        """Project, pid and workspace: what discovery last said about the instance, or
+        what its last relayed message said (a reply); ``None`` when nothing is known."""
         peer = self._peers.get(instance_id)
         if peer is not None:
             m = peer.manifest
-            project, pid, workspace = m.project, m.pid, m.workspace
-        elif instance_id in self._senders:
-            project, pid, workspace = self._senders[instance_id]
-        else:
+            return m.project, m.pid, m.workspace
+        return self._senders.get(instance_id)
+
+    def label(self, instance_id: str) -> str:
+        """How a send question names its target (the bare id when nothing is known)."""
+        who = self._who(instance_id)
+        if who is None:
             return instance_id
+        project, pid, workspace = who
         return (
             f"{escape_controls(project)} (pid {pid}, {escape_controls(workspace)}) · {instance_id}"
         )
+
+    def card_label(self, instance_id: str) -> str:
+        """A send's tool card, kept to one row: project and pid before the exact id (the
+        question showed the workspace too)."""
+        who = self._who(instance_id)
+        if who is None:
+            return instance_id
+        return f"{escape_controls(who[0])} (pid {who[1]}) · {instance_id}"
 
 
 @attrs.frozen

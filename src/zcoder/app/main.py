@@ -225,6 +225,9 @@ def _welcome(config: Config, backend: AgentBackend, terminal: Terminal) -> None:
     width = terminal.width()
     for line in lines:  # word-wrapped: a long workspace path must not split a word
         terminal.print_above(wrap_fragments(visible(line, "class:system"), width))
+    if len(resumed) > _REPLAY:  # say where the replay starts, as /sessions N does
+        hidden = len(resumed) - _REPLAY
+        terminal.print_above([("class:dim", f"… {hidden} earlier entries not shown\n")])
     for event in resumed[-_REPLAY:]:
         terminal.print_above(render_event(event, width=width))
     hint = "Type a message · /help for commands · Esc stops a turn · Ctrl-D quits"

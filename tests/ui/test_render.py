@@ -8,7 +8,15 @@ from prompt_toolkit.formatted_text import StyleAndTextTuples, to_plain_text
 from zcoder.conversation import TranscriptEvent
 from zcoder.live import Entry, TextDelta, ThinkingDelta, ToolUpdate
 from zcoder.ui.markdown import render_markdown, split_blocks
-from zcoder.ui.render import render_block, render_diff, render_event, render_notice, render_tool
+from zcoder.ui.render import (
+    render_block,
+    render_diff,
+    render_event,
+    render_notice,
+    render_thinking_fold,
+    render_thinking_tail,
+    render_tool,
+)
 from zcoder.ui.status import Status, render_status
 from zcoder.ui.text import CTRL_STYLE, shorten, visible, visible_text
 from zcoder.ui.transcript import TranscriptView
@@ -180,6 +188,24 @@ def test_status_bar_warmup_and_offline() -> None:
 
 
 # -- the live view ----------------------------------------------------------------------------
+def test_streaming_thinking_shows_its_last_two_rows_word_wrapped_under_its_mark() -> None:
+    thinking = " ".join(f"step{n}" for n in range(200)) + "\nlast\x1b line"
+    out = plain(render_thinking_tail(thinking, width=30))
+    assert out == "  ∴ step198 step199 last^[\n    line\n"  # line breaks fold to spaces
+    # The window into a long text never starts with a cut word.
+    cut = plain(render_thinking_tail("x" * 500 + " alpha beta", width=30))
+    assert cut == "  ∴ alpha beta\n"
+    assert plain(render_thinking_tail("short", width=30)) == "  ∴ short\n"
+
+
+def test_folded_thinking_fits_one_row() -> None:
+    thinking = "word " * 100
+    folded = plain(render_thinking_fold(thinking, width=60))
+    assert folded.startswith("  ∴ thought (100 words): word word") and folded.endswith("…\n")
+    assert len(folded.rstrip("\n")) == 59
+    assert plain(render_thinking_fold("hm", width=60)) == "  ∴ thought (1 word): hm\n"
+
+
 def test_finished_paragraphs_go_to_the_scrollback_while_streaming() -> None:
     printed: list[str] = []
     view = TranscriptView(lambda f: printed.append(plain(f)))

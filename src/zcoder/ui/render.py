@@ -30,6 +30,7 @@ __all__ = [
     "render_notice",
     "render_prose",
     "render_thinking_fold",
+    "render_thinking_tail",
     "render_tool",
     "render_user",
 ]
@@ -136,11 +137,26 @@ def _output_preview(output: str, width: int) -> StyleAndTextTuples:
     return out
 
 
-def render_thinking_fold(thinking: str) -> StyleAndTextTuples:
-    """Finished thinking, folded to one dim line."""
+def render_thinking_fold(thinking: str, width: int = 100) -> StyleAndTextTuples:
+    """Finished thinking, folded to one dim line (one row: the gist is cut to fit)."""
     words = len(thinking.split())
-    gist = shorten(one_line(thinking), 72)
-    return [("class:thinking", f"  ∴ thought ({words} words): {gist}\n")]
+    head = f"  ∴ thought ({words} word{'' if words == 1 else 's'}): "
+    gist = shorten(one_line(thinking), max(width - len(head) - 1, 10))
+    return [("class:thinking", f"{head}{gist}\n")]
+
+
+def render_thinking_tail(thinking: str, width: int = 100, rows: int = 2) -> StyleAndTextTuples:
+    """The last ``rows`` rows of thinking as it streams, word-wrapped under ``∴``."""
+    room = max(width - 4, 10)
+    recent = thinking[-rows * room * 2 :]
+    words = recent.split()
+    if len(recent) < len(thinking) and words and not recent[0].isspace():
+        words = words[1:]  # the cut fell inside a word
+    shown = wrap_line(visible_text(" ".join(words)), room)[-rows:]
+    out: StyleAndTextTuples = []
+    for n, (_, row) in enumerate(shown):
+        out.append(("class:thinking", f"{'    ' if n else '  ∴ '}{row}\n"))
+    return out
 
 
 def _tool_text(text: str) -> StyleAndTextTuples:

@@ -22,10 +22,11 @@ from zcoder.ui.render import (
     render_event,
     render_prose,
     render_thinking_fold,
+    render_thinking_tail,
     render_tool,
     render_user,
 )
-from zcoder.ui.text import visible, visible_text
+from zcoder.ui.text import visible_text
 from zcoder.ui.wrap import TailWrap
 
 __all__ = ["TranscriptView"]
@@ -99,7 +100,7 @@ class TranscriptView:
 
     def _fold_thinking(self) -> None:
         if self.thinking.strip():
-            self._print(render_thinking_fold(self.thinking))
+            self._print(render_thinking_fold(self.thinking, self._width()))
         self.thinking = ""
 
     def _commit_finished_blocks(self) -> None:
@@ -133,11 +134,9 @@ class TranscriptView:
     def render_live(self, max_lines: int) -> StyleAndTextTuples:
         """The moving part of the transcript, cut to its last ``max_lines`` screen lines."""
         out: StyleAndTextTuples = []
-        if self.thinking and not self.streamed:
+        if self.thinking.strip() and not self.streamed:
             # Two screen rows of it at most: thinking is a glimpse, not the answer.
-            recent = self.thinking.rstrip()[-2 * (self._width() - 4) :]
-            tail = recent.split("\n")[-2:]
-            out.extend(indent([*visible("\n".join(tail), "class:thinking"), ("", "\n")], "  ∴ "))
+            out.extend(render_thinking_tail(self.thinking, self._width()))
         rest = self.streamed[self._committed :]
         if rest.strip():
             first = not self.streamed[: self._committed].strip()

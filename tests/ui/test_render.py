@@ -329,3 +329,13 @@ def test_titled_blocks_hang_continuation_rows_under_the_second_column() -> None:
 def test_titled_blocks_wrap_each_line_under_its_indent() -> None:
     out = plain(render_block("Sessions:", ["*  1. a long title here  (m; 2 messages)"], 30))
     assert out == "· Sessions:\n    *  1. a long title here\n    (m; 2 messages)\n"
+
+
+def test_long_prompts_and_relayed_text_wrap_under_their_marks() -> None:
+    prompt = "please rename the users.name column everywhere it is used"
+    shown = plain(render_event(TranscriptEvent("user", prompt), width=30))
+    assert shown == "\n› please rename the users.name\n  column everywhere it is used\n"
+    relayed = TranscriptEvent("relay", "update the digest for the rename", meta={"project": "a"})
+    rows = plain(render_event(relayed, width=24)).split("\n")
+    assert rows[2:] == ["  │ update the digest", "  │ for the rename", ""]
+    assert plain(render_event(TranscriptEvent("user", ""))) == "\n› \n"

@@ -64,10 +64,12 @@ def indent(fragments: StyleAndTextTuples, prefix: str, style: str = "") -> Style
     return out
 
 
-def render_user(text: str, *, queued: bool = False) -> StyleAndTextTuples:
-    """A user prompt: a blank line, then ``›`` (``⧗`` while queued) and the text."""
+def render_user(text: str, *, queued: bool = False, width: int = 100) -> StyleAndTextTuples:
+    """A user prompt: a blank line, then ``›`` (``⧗`` while queued) and the text,
+    word-wrapped under itself."""
     label = "⧗ " if queued else "› "
-    body = indent([*visible(text.rstrip("\n"), "class:user"), ("", "\n")], "  ")
+    rows = wrap_fragments(visible(text.rstrip("\n"), "class:user"), width - 2)
+    body = indent(rows or [("", "\n")], "  ")
     return [("", "\n"), ("class:user.mark", label), *body[1:]]
 
 
@@ -191,7 +193,7 @@ def render_event(event: TranscriptEvent, *, width: int = 100) -> StyleAndTextTup
     """One finished transcript entry, ending with a newline."""
     meta = event.meta
     if event.role == "user":
-        return render_user(event.text)
+        return render_user(event.text, width=width)
     if event.role == "assistant":
         body = render_prose(event.text, width - 2)
         if meta.get("partial") == "yes":
@@ -209,11 +211,11 @@ def render_event(event: TranscriptEvent, *, width: int = 100) -> StyleAndTextTup
         )
         return [*render_tool(update, width=width), *([] if one else _tool_text(event.text))]
     if event.role == "relay":
-        said = visible(event.text.rstrip("\n"), "class:relay.text")
+        said = wrap_fragments(visible(event.text.rstrip("\n"), "class:relay.text"), width - 4)
         return [
             ("", "\n"),
             ("class:relay", _relay_header(meta) + "\n"),
-            *indent([*said, ("", "\n")], "  │ ", "class:relay"),
+            *indent(said, "  │ ", "class:relay"),
         ]
     return render_notice(event.text, "error" if event.role == "error" else "system", width)
 

@@ -150,7 +150,7 @@ class TranscriptView:
         for update in self.tools.values():
             out.extend(render_tool(update, width=self._width()))
         for text in self.queued:
-            out.extend(render_user(text, queued=True)[1:])
+            out.extend(render_user(text, queued=True, width=self._width())[1:])
         return _tail(out, max_lines, self._width())
 
 

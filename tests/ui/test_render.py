@@ -160,6 +160,19 @@ def test_long_tool_text_is_summarised() -> None:
     out = plain(render_event(TranscriptEvent("tool", text, meta={"name": "read_file"})))
     assert out.splitlines()[-1] == "    … 24 more lines"
     assert len(out.splitlines()) == 8
+    wide = "\n".join(["x" * 200, "y"])
+    rows = plain(render_event(TranscriptEvent("tool", wide, meta={"name": "f"}), width=40))
+    assert rows.splitlines()[1:] == ["    " + "x" * 35 + "…", "    y"]  # one row per line
+
+
+def test_a_long_relay_header_wraps_at_words() -> None:
+    meta = {"project": "digest", "pid": "42", "workspace": "/home/me/app/services/digest"}
+    rows = plain(render_event(TranscriptEvent("relay", "go", meta=meta), width=40)).split("\n")
+    assert rows[1:4] == [
+        "⇄ relayed from digest (pid 42,",
+        "/home/me/app/services/digest)",
+        "  │ go",
+    ]
 
 
 # -- status bar -----------------------------------------------------------------------------
@@ -337,5 +350,5 @@ def test_long_prompts_and_relayed_text_wrap_under_their_marks() -> None:
     assert shown == "\n› please rename the users.name\n  column everywhere it is used\n"
     relayed = TranscriptEvent("relay", "update the digest for the rename", meta={"project": "a"})
     rows = plain(render_event(relayed, width=24)).split("\n")
-    assert rows[2:] == ["  │ update the digest", "  │ for the rename", ""]
+    assert rows[-3:] == ["  │ update the digest", "  │ for the rename", ""]
     assert plain(render_event(TranscriptEvent("user", ""))) == "\n› \n"

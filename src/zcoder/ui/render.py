@@ -161,13 +161,13 @@ def render_thinking_tail(thinking: str, width: int = 100, rows: int = 2) -> Styl
     return out
 
 
-def _tool_text(text: str) -> StyleAndTextTuples:
+def _tool_text(text: str, width: int = 100) -> StyleAndTextTuples:
     lines = text.rstrip("\n").split("\n")
     if not text.strip():
         return []
     body: StyleAndTextTuples = []
-    for line in lines[:MAX_TOOL_TEXT_LINES]:
-        body.extend(visible(shorten(line, 160), "class:tool.summary"))
+    for line in lines[:MAX_TOOL_TEXT_LINES]:  # one row each, under the card
+        body.extend(visible(shorten(line, max(width - 4, 20)), "class:tool.summary"))
         body.append(("", "\n"))
     if len(lines) > MAX_TOOL_TEXT_LINES:
         body.append(("class:dim", f"… {len(lines) - MAX_TOOL_TEXT_LINES} more lines\n"))
@@ -209,12 +209,12 @@ def render_event(event: TranscriptEvent, *, width: int = 100) -> StyleAndTextTup
             summary=event.text if one else "",
             diff=meta.get("diff", ""),
         )
-        return [*render_tool(update, width=width), *([] if one else _tool_text(event.text))]
+        return [*render_tool(update, width=width), *([] if one else _tool_text(event.text, width))]
     if event.role == "relay":
         said = wrap_fragments(visible(event.text.rstrip("\n"), "class:relay.text"), width - 4)
         return [
             ("", "\n"),
-            ("class:relay", _relay_header(meta) + "\n"),
+            *wrap_fragments([("class:relay", _relay_header(meta))], width),
             *indent(said, "  │ ", "class:relay"),
         ]
     return render_notice(event.text, "error" if event.role == "error" else "system", width)

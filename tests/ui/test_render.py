@@ -323,6 +323,18 @@ def test_error_and_notice_lines_wrap_at_word_boundaries() -> None:
     )
     assert notice == "· relay directory has mode\n  0755; group and other bits\n"
     assert ("class:error", "✗ ") in render_event(TranscriptEvent("error", "x"))
+    # A `command` in backticks stays on one row, to be copied whole.
+    hint = (
+        "Ollama is not reachable at http://127.0.0.1:1 (connection refused): "
+        "is `ollama serve` running?"
+    )
+    rows = plain(render_notice(hint, "error", 80)).split("\n")
+    assert rows == [
+        "✗ Ollama is not reachable at http://127.0.0.1:1 (connection refused): is",
+        "  `ollama serve` running?",
+        "",
+    ]
+    assert [r for _, r in wrap_line("a `b c d e f` g", 5, "`")] == ["a", "`b c", "d e", "f` g"]
 
 
 def test_titled_blocks_hang_continuation_rows_under_the_second_column() -> None:

@@ -243,5 +243,5 @@ def render_notice(text: str, role: str, width: int = 100) -> StyleAndTextTuples:
     `ollama serve` at the end of a long line must not be cut in the middle of a word."""
     style = f"class:{role}"
     mark = "✗ " if role == "error" else "· "
-    body = wrap_fragments(visible(text.rstrip("\n"), style), width - 2)
+    body = wrap_fragments(visible(text.rstrip("\n"), style), width - 2, glue="`")
     return [(style, mark), *indent(body, "  ")[1:]]

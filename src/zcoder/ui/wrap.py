@@ -29,14 +29,26 @@ def _cells(line: str) -> int:
     return len(line) if line.isascii() else get_cwidth(line)
 
 
-def wrap_line(line: str, width: int) -> list[tuple[int, str]]:
+def _space_before(line: str, start: int, cut: int, glue: str) -> int:
+    """The last space in ``line[start + 1 : cut + 1]`` that is not inside a ``glue`` pair
+    (``-1`` if none)."""
+    space = line.rfind(" ", start + 1, cut + 1)
+    while glue and space > start and line.count(glue, 0, space) % 2:
+        space = line.rfind(" ", start + 1, space)
+    return space
+
+
+def wrap_line(line: str, width: int, glue: str = "") -> list[tuple[int, str]]:
     """``line`` broken at spaces (or anywhere in a word longer than ``width``) into rows,
-    each with its start offset in ``line``."""
+    each with its start offset in ``line``. Spaces between a pair of ``glue`` characters
+    (a `command` in backticks) break only when nothing else fits."""
     rows: list[tuple[int, str]] = []
     start = 0
     while _cells(line[start:]) > width:
         cut = start + _fit(line[start:], width)
-        space = line.rfind(" ", start + 1, cut + 1)
+        space = _space_before(line, start, cut, glue)
+        if space <= start:
+            space = line.rfind(" ", start + 1, cut + 1)
         end, resume = (space, space + 1) if space > start else (cut, cut)
         while end > start + 1 and line[end - 1] == " ":  # no trailing blanks on a row
             end -= 1
@@ -109,7 +121,7 @@ def _slice(line: StyleAndTextTuples, start: int, end: int) -> StyleAndTextTuples
 
 
 def wrap_fragments(
-    fragments: StyleAndTextTuples, width: int, *, keep_style: str = ""
+    fragments: StyleAndTextTuples, width: int, *, keep_style: str = "", glue: str = ""
 ) -> StyleAndTextTuples:
     """Styled lines word-wrapped at ``width``; every line ends with a newline. Lines that
     start with a ``keep_style`` fragment (code) are left for the terminal to wrap."""
@@ -118,7 +130,7 @@ def wrap_fragments(
         if keep_style and line and line[0][0] == keep_style:
             rows = [(0, "".join(t for _, t, *_ in line))]
         else:
-            rows = wrap_line("".join(t for _, t, *_ in line), max(width, 1))
+            rows = wrap_line("".join(t for _, t, *_ in line), max(width, 1), glue)
         for start, row in rows:
             out.extend(_slice(line, start, start + len(row)))
             out.append(("", "\n"))

@@ -186,6 +186,12 @@ def test_status_bar_shows_state_elapsed_queue_and_relay() -> None:
     text = plain(render_status(status, 200)).rstrip()
     assert text == " running a tool 12s  m:1 │ coding │ “Fix bug” │ 2 queued │ relay on (3 waiting)"
     assert len(plain(render_status(status, 50))) == 50
+    # In a narrow terminal the title is cut first, so the queue and relay stay visible.
+    status.title = "a rather long session title about renaming things"
+    narrow = plain(render_status(status, 90))
+    assert narrow == (
+        " running a tool 12s  m:1 │ coding │ “a rather long se…” │ 2 queued │ relay on (3 waiting) "
+    )
 
 
 def test_status_bar_shows_untrusted_names_visibly() -> None:

@@ -75,16 +75,21 @@ def _state_text(status: Status) -> str:
 def render_status(status: Status, width: int = 100) -> StyleAndTextTuples:
     """`` state │ model │ profile │ “title” │ N queued │ relay on (M waiting)``, cut to
     ``width``."""
-    parts = [one_line(status.model), status.profile, f"“{one_line(status.title)}”"]
+    tail = []
     if status.queued_prompts:
-        parts.append(f"{status.queued_prompts} queued")
+        tail.append(f"{status.queued_prompts} queued")
     if status.relay:
         relay = f"relay {one_line(status.relay)}"
         if status.relay_queued:
             relay += f" ({status.relay_queued} waiting)"
-        parts.append(relay)
+        tail.append(relay)
     state = _state_text(status)
-    rest = shorten(" │ ".join(parts), max(width - len(state) - 2, 10))
+    room = max(width - len(state) - 2, 10)
+    # The title gives way first: the queue and the relay matter more in a narrow terminal.
+    fixed = " │ ".join([one_line(status.model), status.profile, "“”", *tail])
+    title = shorten(one_line(status.title), max(room - len(fixed), 8))
+    parts = [one_line(status.model), status.profile, f"“{title}”", *tail]
+    rest = shorten(" │ ".join(parts), room)
     out: StyleAndTextTuples = [(_state_style(status.state), state), ("class:status", " " + rest)]
     used = len(state) + 1 + len(rest)
     if used < width:

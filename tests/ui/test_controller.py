@@ -319,6 +319,9 @@ def test_sessions_list_and_switch_by_number() -> None:
         assert h.terminal.status.title == "older work"
         h.keys("/sessions nope\r")
         await h.until(lambda: "✗ no saved session nope" in h.output)
+        h.keys("/sessions 3\r")
+        await h.until(lambda: "✗ no session number 3: /sessions lists 1 to 2" in h.output)
+        assert h.backend.switched == ["s2"]
 
     h = run(body, FakeBackend(), warmup=False)
     assert "› old question\n● old answer\n" in h.output

@@ -144,7 +144,11 @@ class SlashCommands:
             self._notice("Switch with /sessions N or /sessions ID.")
             return
         target = arg
-        if arg.isdigit() and 1 <= int(arg) <= len(rows):
+        if arg.isdigit():  # a number, never an id (ids have an underscore)
+            if not 1 <= int(arg) <= len(rows):
+                count = f"1 to {len(rows)}" if len(rows) > 1 else "only 1"
+                self._notice(f"no session number {arg}: /sessions lists {count}", "error")
+                return
             target = rows[int(arg) - 1].id
         if target == self.c.backend.session_id:
             self._notice("That is the current session.")

@@ -283,6 +283,13 @@ async def test_a_question_too_long_for_the_screen_keeps_its_choices_and_prints_i
             + "".join(f"│ echo {n}\n" for n in range(30))
         ]
         assert "".join(t for _, t, *_ in line.render(40, 80)).count("│ echo") == 30
+        tiny = "".join(t for _, t, *_ in line.render(2, 80))  # never a negative count
+        assert "⋮ 28 more lines" in tiny and tiny.count("│ echo") == 2
+        line.press("escape")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(line.ask, ApprovalRequest("command", "a\nb", ("y", "n"), cwd="/w"))
+        await trio.testing.wait_all_tasks_blocked()
+        assert "".join(t for _, t, *_ in line.render(2, 80)).count("│ ") == 2  # shown whole
         line.press("escape")
 
 

@@ -129,7 +129,7 @@ class ApprovalLine:
         choices = _choices(request, self.ignored, self.unoffered, width)
         room = max_rows - count_rows(head, width) - count_rows(choices, width)
         rows = _text_rows(request.text, width)
-        if len(rows) <= room:
+        if len(rows) <= max(room, 3):  # hiding fewer rows than the marker takes helps nobody
             return [*head, *[f for row in rows for f in row], *choices]
         if self._print_full is not None and not self._printed:
             self._printed = True

@@ -122,6 +122,8 @@ class FakeBackend:
         if self.relay_gate is not None:
             with trio.CancelScope() as self._scope:
                 await self.relay_gate.wait()
+            if self._scope.cancelled_caught:
+                self.sink.emit(Entry(TranscriptEvent("system", "Relayed turn stopped.")))
         return True
 
     def relay_status(self) -> tuple[str, int]:
@@ -443,7 +445,10 @@ def test_escape_on_a_relayed_turn_holds_the_waiting_relayed_messages() -> None:
         h.backend.gate.set()
 
     h = run(body, backend, warmup=False)
-    assert "Relay paused: 1 more relayed message waits; /agents resume runs them" in h.output
+    notice = "Relay paused: 1 more relayed message waits; /agents resume runs it (new"
+    assert notice in h.output
+    # Said after the stopped turn's own lines, not in the middle of them.
+    assert h.output.index("Relayed turn stopped.") < h.output.index(notice)
 
 
 def test_quit_and_ctrl_d_end_the_controller() -> None:

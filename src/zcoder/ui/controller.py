@@ -42,6 +42,7 @@ class Controller:
         self.turn_active = False
         self._relay_turn = False
         self._requeued = False
+        self._after_turn: list[str] = []
         self.exit_reason = ""
         self.slash = SlashCommands(self)
         send, self.receive = trio.open_memory_channel[UiEvent](math.inf)
@@ -129,9 +130,12 @@ class Controller:
             return
         self.backend.relay_control("pause")
         self.refresh_status()
-        self.view.notice(
-            f"Relay paused: {waiting} more relayed message{'s wait' if waiting > 1 else ' waits'}"
-            "; /agents resume runs them (new deliveries are refused meanwhile)."
+        many = waiting > 1
+        # Shown when the turn has ended, after its stopped answer, like the queued prompts.
+        self._after_turn.append(
+            f"Relay paused: {waiting} more relayed message{'s wait' if many else ' waits'}"
+            f"; /agents resume runs {'them' if many else 'it'} (new deliveries are refused "
+            "meanwhile)."
         )
 
     def _queue_changed(self) -> None:
@@ -184,6 +188,9 @@ class Controller:
             if self._requeued:
                 self._requeued = False
                 self.view.notice("Your queued prompts are back in the input.")
+            for notice in self._after_turn:
+                self.view.notice(notice)
+            self._after_turn.clear()
             if self.status.busy:
                 self.status.set_state("ready")
             self._queue_changed()

@@ -199,6 +199,10 @@ async def test_sysadmin_guard_blocks_before_asking(tmp_path: Path) -> None:
     await rig.agent.run_turn(user("format"))
     assert rig.approver.asked == [] and rig.toolbox.calls == []
     assert "mkfs" in rig.session.history[2].content
+    denied = [u for u in rig.sink.of(ToolUpdate) if u.state == "denied"]
+    assert [u.summary for u in denied] == [
+        "blocked by the safety guard: mkfs.ext4 formats a filesystem"
+    ]
     assert "careful system operator" in rig.client.requests[0].messages[0].content
 
 

@@ -87,7 +87,9 @@ class Approvals:
         if verdict.action == "run":
             return None
         if verdict.action == "blocked":
-            return refusal(verdict.reason, "denied", "blocked by the safety guard")
+            # The card says why, as the model's result does ("mkfs.ext4 formats a filesystem").
+            why = verdict.reason.removeprefix("blocked: ")
+            return refusal(verdict.reason, "denied", f"blocked by the safety guard: {why}")
         if verdict.action == "deny":
             return refusal(verdict.reason or denial_text(command), "denied", "commands denied")
         question = ApprovalRequest(

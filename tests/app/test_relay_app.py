@@ -304,7 +304,7 @@ async def test_an_unsafe_relay_dir_makes_the_relay_unavailable(short_tmp: Path) 
         problem = await backend.start_relay(nursery, lambda: seen.append(1))
         assert problem == (
             f"relay directory '{unsafe}' has mode 0755; group and other permission bits must "
-            "be clear (0700)"
+            f"be clear (0700) (fix: chmod 700 {unsafe})"
         )
         assert seen  # the status bar was told
         assert backend.relay_status() == ("unavailable", 0)

@@ -88,8 +88,9 @@ def test_group_or_other_bits_are_refused(short_tmp: Path, mode: int) -> None:
     d = short_tmp / "agents"
     d.mkdir()
     os.chmod(d, mode)
-    with pytest.raises(UnsafeRelayDir, match=f"has mode {mode:04o}; group and other"):
+    with pytest.raises(UnsafeRelayDir, match=f"has mode {mode:04o}; group and other") as info:
         ensure_relay_dir(d)
+    assert str(info.value).endswith(f"(fix: chmod 700 {d})")
     assert stat.S_IMODE(os.lstat(d).st_mode) == mode  # refused, not repaired
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import stat
 import sys
 from collections.abc import Mapping
@@ -97,7 +98,7 @@ def ensure_relay_dir(path: Path, *, create: bool = True) -> Path:
         raise UnsafeRelayDir(f"relay directory {str(canonical)!r}: {exc.strerror}") from None
     problem = _unsafe_reason(st)
     if problem:
-        raise UnsafeRelayDir(f"relay directory {str(canonical)!r} {problem}")
+        raise UnsafeRelayDir(f"relay directory {str(canonical)!r} {problem}{_fix(st, canonical)}")
     return canonical
 
 
@@ -117,6 +118,14 @@ def _create_private_dir(path: Path) -> None:
         os.fchmod(fd, 0o700)
     finally:
         os.close(fd)
+
+
+def _fix(st: os.stat_result, path: Path) -> str:
+    """How to repair a directory that is ours but too open or closed; nothing otherwise
+    (a symlink or another owner's directory is not ours to change)."""
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
+        return f" (fix: chmod 700 {shlex.quote(str(path))})"
+    return ""
 
 
 def _unsafe_reason(st: os.stat_result) -> str:

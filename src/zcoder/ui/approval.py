@@ -19,7 +19,7 @@ from prompt_toolkit.utils import get_cwidth
 from zcoder.approval import Answer, ApprovalRequest
 from zcoder.ui.render import indent
 from zcoder.ui.text import one_line, visible
-from zcoder.ui.wrap import wrap_fragments, wrap_line
+from zcoder.ui.wrap import fit, wrap_fragments, wrap_line
 
 __all__ = ["GUARD", "ApprovalLine", "count_rows", "full_text"]
 
@@ -166,7 +166,7 @@ def _text_rows(text: str, width: int) -> list[StyleAndTextTuples]:
         used = 0
         for style, part, *_ in visible(line, "class:approval.text"):
             while part:
-                n = _fit(part, room - used) or (0 if used else 1)  # always progress
+                n = fit(part, room - used) or (0 if used else 1)  # always progress
                 if n:
                     row.append((style, part[:n]))
                     used, part = used + get_cwidth(part[:n]), part[n:]
@@ -175,18 +175,6 @@ def _text_rows(text: str, width: int) -> list[StyleAndTextTuples]:
                     row, used = [("class:approval.frame", "│ ")], 0
         rows.append([*row, ("", "\n")])
     return rows
-
-
-def _fit(text: str, cells: int) -> int:
-    """How many characters of ``text`` fit in ``cells`` columns."""
-    if text.isascii():
-        return max(0, min(len(text), cells))
-    used = 0
-    for n, ch in enumerate(text):
-        used += get_cwidth(ch)
-        if used > cells:
-            return n
-    return len(text)
 
 
 def full_text(request: ApprovalRequest, width: int = 100) -> StyleAndTextTuples:

@@ -27,7 +27,7 @@ from zcoder.ui.render import (
     render_user,
 )
 from zcoder.ui.text import visible_text
-from zcoder.ui.wrap import TailWrap
+from zcoder.ui.wrap import TailWrap, split_lines
 
 __all__ = ["TranscriptView"]
 
@@ -156,15 +156,7 @@ class TranscriptView:
 
 def _tail(fragments: StyleAndTextTuples, max_lines: int, width: int) -> StyleAndTextTuples:
     """The last ``max_lines`` screen lines of ``fragments`` (wrapped at ``width``)."""
-    lines: list[StyleAndTextTuples] = [[]]
-    for style, text, *_ in fragments:
-        for i, part in enumerate(text.split("\n")):
-            if i:
-                lines.append([])
-            if part:
-                lines[-1].append((style, part))
-    if lines and not lines[-1]:
-        lines.pop()
+    lines = split_lines(fragments)
     width = max(width, 1)
     room = max_lines
     keep: list[StyleAndTextTuples] = []

@@ -10,19 +10,24 @@ from __future__ import annotations
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.utils import get_cwidth
 
-__all__ = ["TailWrap", "wrap_fragments", "wrap_line"]
+__all__ = ["TailWrap", "fit", "split_lines", "wrap_fragments", "wrap_line"]
+
+
+def fit(text: str, cells: int) -> int:
+    """How many characters of ``text`` fit in ``cells`` columns (wide characters count 2)."""
+    if text.isascii():
+        return max(0, min(len(text), cells))
+    used = 0
+    for n, ch in enumerate(text):
+        used += get_cwidth(ch)
+        if used > cells:
+            return n
+    return len(text)
 
 
 def _fit(line: str, width: int) -> int:
-    """How many characters of ``line`` fit in ``width`` cells (at least one)."""
-    if line.isascii():
-        return max(1, min(len(line), width))
-    cells = 0
-    for n, ch in enumerate(line):
-        cells += get_cwidth(ch)
-        if cells > width:
-            return max(n, 1)
-    return len(line)
+    """``fit``, but at least one character, so that wrapping always moves on."""
+    return max(fit(line, width), 1)
 
 
 def _cells(line: str) -> int:
@@ -96,7 +101,8 @@ class TailWrap:
         return [*self._stable, *tail]
 
 
-def _lines(fragments: StyleAndTextTuples) -> list[StyleAndTextTuples]:
+def split_lines(fragments: StyleAndTextTuples) -> list[StyleAndTextTuples]:
+    """``fragments`` cut at newlines: one fragment list per line, no trailing empty line."""
     lines: list[StyleAndTextTuples] = [[]]
     for style, text, *_ in fragments:
         for i, part in enumerate(text.split("\n")):
@@ -126,7 +132,7 @@ def wrap_fragments(
     """Styled lines word-wrapped at ``width``; every line ends with a newline. Lines that
     start with a ``keep_style`` fragment (code) are left for the terminal to wrap."""
     out: StyleAndTextTuples = []
-    for line in _lines(fragments):
+    for line in split_lines(fragments):
         if keep_style and line and line[0][0] == keep_style:
             rows = [(0, "".join(t for _, t, *_ in line))]
         else:

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -439,3 +440,30 @@ def test_resume_keeps_the_sessions_model_unless_m_is_given(workspace: Path) -> N
         again = _run(["--host", fake.url, "--resume", sid, "-p", "y"], workspace)
         assert again.returncode == 0, again.stderr
         assert fake.requests[-1]["model"] == other  # recorded in the session
+
+
+def test_one_shot_never_joins_the_relay(workspace: Path) -> None:
+    """No manifest or socket while the turn runs, and no relay tools offered to the model."""
+    relay_dir = Path(os.environ["ZCODER_RELAY_DIR"])
+    script = {"models": [MODEL], "responses": [_say("one ", "two ", "three", delay=0.3)]}
+    with FakeOllama(script) as fake:
+        child = subprocess.Popen(
+            _zcoder(["--host", fake.url, "-p", "count"], workspace),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "ZCODER_MODEL": MODEL},
+        )
+        seen: set[str] = set()
+        while child.poll() is None:  # sampled for the whole turn (about a second)
+            if relay_dir.exists():
+                seen.update(p.name for p in relay_dir.iterdir())
+            time.sleep(0.02)
+        out, _ = child.communicate(timeout=30)
+        requests = list(fake.requests)
+    assert child.returncode == 0 and out.strip() == "one two three"
+    assert seen == set()
+    tool_names = {t["function"]["name"] for t in requests[0]["tools"]}
+    assert "run_command" in tool_names
+    assert not tool_names & {"list_agents", "send_agent_message"}

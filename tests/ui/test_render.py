@@ -192,6 +192,9 @@ def test_status_bar_shows_state_elapsed_queue_and_relay() -> None:
     assert narrow == (
         " running a tool 12s  m:1 │ coding │ “a rather long se…” │ 2 queued │ relay on (3 waiting) "
     )
+    status.set_state("streaming")  # the next step of the same turn: the clock keeps running
+    now[0] += 3
+    assert plain(render_status(status, 200)).startswith(" answering 15s ")
 
 
 def test_status_bar_shows_untrusted_names_visibly() -> None:

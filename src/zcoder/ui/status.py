@@ -43,7 +43,9 @@ class Status:
     clock: Callable[[], float] = time.monotonic
 
     def set_state(self, state: str, detail: str = "") -> None:
-        if state != self.state:
+        # The clock runs from the start of the work, not of its latest step: a turn that
+        # thinks, runs tools and answers for a minute shows a minute.
+        if state in _BUSY and not self.busy:
             self.since = self.clock()
         self.state, self.detail = state, detail
 

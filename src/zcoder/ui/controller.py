@@ -94,11 +94,9 @@ class Controller:
             if problem:
                 self.view.notice(problem, "error")
                 return
-            if parsed.command.needs_idle(parsed.args) and self.turn_active:
-                self.view.notice(
-                    f"/{parsed.command.name} cannot run during a turn: wait for it to finish, "
-                    "or press Esc to stop it."
-                )
+            if parsed.command.needs_idle(parsed.args) and self.refuse_during_turn(
+                parsed.command.name
+            ):
                 return
             assert self._nursery is not None
             self._nursery.start_soon(self.slash.run, parsed)
@@ -106,6 +104,15 @@ class Controller:
         self.queue.append(text)
         self._queue_changed()
         self._wake.set()
+
+    def refuse_during_turn(self, name: str) -> bool:
+        """Say so and return True when a turn runs: an idle-only command must not run."""
+        if not self.turn_active:
+            return False
+        self.view.notice(
+            f"/{name} cannot run during a turn: wait for it to finish, or press Esc to stop it."
+        )
+        return True
 
     def cancel_turn(self) -> None:
         if not self.backend.cancel_turn():

@@ -65,6 +65,10 @@ class SlashCommands:
 
     async def run(self, parsed: ParsedCommand) -> None:
         name, args = parsed.command.name, parsed.args
+        # Checked again here: the worker may have started a turn (a relayed message, a
+        # queued prompt) after ``submit`` checked and before this task ran.
+        if parsed.command.needs_idle(args) and self.c.refuse_during_turn(name):
+            return
         try:
             if name == "help":
                 self.help()
@@ -130,6 +134,8 @@ class SlashCommands:
                 "or pick one from /model",
                 "error",
             )
+            return
+        if self.c.refuse_during_turn("model"):  # a turn started while the list loaded
             return
         self.c.backend.set_model(name)
         self.c.refresh_status()

@@ -241,8 +241,10 @@ class AgentBackend:
             outcome = await self.agent.run_turn(TurnRequest("relay", *_sender(claimed)))
             _log.debug("relayed turn %s ended: %s", claimed.envelope.message_id, outcome.status)
         finally:
-            self.relay.complete(claimed)
+            problem = self.relay.complete(claimed)
             self.relay.refresh(state="ready")
+            if problem:
+                self._show(TranscriptEvent(role="error", text=problem))
         return True
 
     def relay_status(self) -> tuple[str, int]:

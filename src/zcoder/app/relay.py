@@ -11,6 +11,7 @@ reported about it.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -33,6 +34,7 @@ from zcoder.visible import escape_controls
 
 __all__ = ["RelayLink", "SendLabels"]
 
+_log = logging.getLogger(__name__)
 OFF_REASON = "the relay is off (ZCODER_RELAY=off)"
 _CONTROL_HELP = (
     "/agents pause   refuse new relayed messages; those already accepted wait",
@@ -150,15 +152,20 @@ class RelayLink:
         self._changed()  # the claimed message is running now, not waiting
         return self._running, problems
 
-    def complete(self, claimed: Claimed) -> None:
-        """Settle the message whatever the turn's outcome (at most once)."""
+    def complete(self, claimed: Claimed) -> str:
+        """Settle the message whatever the turn's outcome (at most once); ``""``, or the
+        problem to show when its receipt could not be written (it is settled all the same)."""
         self._running = None
         spool = self.service.spool if self.service is not None else None
         try:
             if spool is not None:
                 spool.complete(claimed)
+        except (RelayError, OSError) as exc:
+            _log.warning("relay: %s", exc)
+            return str(exc)
         finally:
             self._changed()
+        return ""
 
     # -- /agents and /list-agents ---------------------------------------------------------
 

@@ -28,6 +28,7 @@ place on every enqueue (one write; a private file that only a new spool object r
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -206,20 +207,31 @@ class Spool:
 
     def complete(self, claimed: Claimed) -> None:
         """Leave an empty receipt in ``done/`` (first), then drop the payload. A spool that
-        is already gone (the relay shut down meanwhile) is not an error."""
+        is already gone (the relay shut down meanwhile) is not an error; a receipt that
+        cannot be written raises ``RelayError`` after the message is settled all the same."""
         if claimed.path.parent != self._dirs["processing"]:
             raise ValueError(f"{claimed.path} is not in this spool's processing directory")
         mid = claimed.envelope.message_id
         receipt = self._dirs["done"] / f"{mid}{_RECEIPT}"
+        problem = ""
         try:
             os.close(os.open(receipt, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
         except FileNotFoundError:
-            return
-        claimed.path.unlink(missing_ok=True)
+            if not self.root.exists():
+                return
+            problem = "its done/ directory is missing"
+        except OSError as exc:
+            problem = exc.strerror or str(exc)
+        # Settled in memory whatever the disk said: the message never runs again (the index
+        # keeps it a duplicate) and never counts as waiting (a worker would claim forever).
+        with contextlib.suppress(OSError):
+            claimed.path.unlink(missing_ok=True)
         self._settled.add(mid)
         if self._processing.get(mid) == claimed.path.name:
             del self._processing[mid]
         self._changed()
+        if problem:
+            raise RelayError(f"cannot write the relay receipt of {mid}: {problem}")
 
     async def wait_for_work(self) -> None:
         """Return once ``depth() > 0`` (at once if it already is); woken by ``enqueue``."""

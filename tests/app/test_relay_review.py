@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.agent.doubles import text
+import trio
+import trio.testing
+
+from tests.agent.doubles import HANG, text
 from tests.app.test_relay_app import pair, send
+from zcoder.agent.loop import STOP_MARKER
 
 
 async def test_a_receipt_that_cannot_be_written_neither_crashes_nor_runs_again(
@@ -26,3 +30,24 @@ async def test_a_receipt_that_cannot_be_written_neither_crashes_nor_runs_again(
         assert len(b.client.requests) == 1
         errors = [e.text for e in b.sink.entries() if e.role == "error"]
         assert len(errors) == 1 and "relay" in errors[0]
+
+
+async def test_an_outer_cancel_mid_relayed_turn_settles_it_and_leaves_a_valid_history(
+    short_tmp: Path,
+) -> None:
+    async with pair(short_tmp) as (a, b):
+        assert await send(a, b, "long task") == "accepted"
+        b.client.replies = [[HANG]]
+        async with trio.open_nursery() as nursery:  # the app exiting mid-turn
+            nursery.start_soon(b.backend.run_relay_turn)
+            await trio.testing.wait_all_tasks_blocked()
+            assert len(b.client.requests) == 1
+            nursery.cancel_scope.cancel()
+        assert b.backend.relay_status() == ("on", 0)
+        assert await b.backend.run_relay_turn() is False
+        history = b.backend.agent.session.history
+        assert [m.role for m in history] == ["user", "assistant"]
+        assert history[-1].content == STOP_MARKER
+        # A retry of the same message id is a duplicate: it never runs twice.
+        spool = b.backend.relay.service.spool if b.backend.relay.service else None
+        assert spool is not None and spool.knows(f"{a.id}-1")

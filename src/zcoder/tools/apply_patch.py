@@ -21,7 +21,7 @@ from zcoder.tools.edit import make_parents
 from zcoder.tools.files import commit_staged, decode_text, discard_staged, read_regular, stage_write
 from zcoder.tools.output import short_diff
 from zcoder.tools.patch import FilePatch, TextFile, apply_file_patch, parse_patch
-from zcoder.tools.workspace import display, writable_file
+from zcoder.tools.workspace import display, is_inside, writable_file
 
 __all__ = ["APPLY_PATCH"]
 
@@ -33,12 +33,23 @@ class _Change:
     after: TextFile | None
     added: int = 0
     removed: int = 0
+    unlink: Path | None = None  # what a deletion removes: a symlink itself, not its target
 
 
 def _load(path: Path, shown: str) -> TextFile | None:
     if not path.exists():
         return None
     return TextFile.from_text(decode_text(read_regular(path, shown), shown, strict=True))
+
+
+def _named(workspace: Path, path: Path, shown: str) -> Path:
+    """The entry ``shown`` names: the symlink itself when it is one (in a workspace
+    directory), else the canonical ``path``. Deleting a link must not delete its target."""
+    root = os.path.realpath(workspace)
+    lexical = os.path.join(root, shown)
+    parent = os.path.realpath(os.path.dirname(lexical))
+    named = os.path.join(parent, os.path.basename(lexical))
+    return Path(named) if os.path.islink(named) and is_inside(parent, root) else path
 
 
 def _plan(workspace: Path, patches: list[FilePatch]) -> dict[Path, _Change]:
@@ -56,6 +67,9 @@ def _plan(workspace: Path, patches: list[FilePatch]) -> dict[Path, _Change]:
             changes[path] = _Change(display(workspace, path), before, before)
         change = changes[path]
         change.after = apply_file_patch(change.after, patch, shown)
+        if change.after is None:
+            change.unlink = _named(workspace, path, shown)
+            change.shown = display(workspace, change.unlink)
         change.added += sum(hunk.added for hunk in patch.hunks)
         change.removed += sum(hunk.removed for hunk in patch.hunks)
     return changes
@@ -79,7 +93,7 @@ def _commit(changes: dict[Path, _Change]) -> None:
     commit_staged(staged)
     for path, change in changes.items():
         if change.after is None and change.before is not None:
-            os.unlink(path)
+            os.unlink(change.unlink or path)
 
 
 def _describe(change: _Change) -> str:

@@ -37,3 +37,20 @@ def test_locks_are_exclusive_between_tables_and_released_once(tmp_path: Path) ->
     theirs.acquire("a")
     assert "a" in theirs and "a" not in mine
     theirs.release("a")
+
+
+def test_a_failed_pid_write_still_locks_and_leaks_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def disk_full(*_: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    fds_before = len(os.listdir("/proc/self/fd"))
+    locks, other = SessionLocks(tmp_path), SessionLocks(tmp_path)
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "pwrite", disk_full)
+        locks.acquire("a")
+    with pytest.raises(SessionLocked):
+        other.acquire("a")
+    locks.release("a")
+    assert len(os.listdir("/proc/self/fd")) == fds_before

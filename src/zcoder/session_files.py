@@ -94,9 +94,12 @@ class SessionLocks:
         fd = None
         while fd is None:
             fd = _open_locked(path, sid)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         self._fds[sid] = fd
+        # The pid only makes another process's "locked" message precise; the flock is the
+        # lock, so a failed write (disk full) must neither fail nor leak it.
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
 
     def release(self, sid: str) -> None:
         """Unlock ``sid`` (idempotent)."""

@@ -96,3 +96,14 @@ async def test_socket_connection_is_a_stream() -> None:
         for _ in range(100):  # EPIPE once the kernel notices that the peer is gone
             await ours.send_all(b"x" * 65536)
     await ours.aclose()
+
+
+async def test_a_cancelled_listen_leaks_no_descriptor_and_no_socket_file(short_tmp: Path) -> None:
+    fds_before = len(os.listdir("/proc/self/fd"))
+    path = short_tmp / "a.sock"
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await wire.open_unix_listener(path)
+    assert scope.cancelled_caught
+    assert not path.exists()
+    assert len(os.listdir("/proc/self/fd")) == fds_before

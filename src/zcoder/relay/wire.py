@@ -162,12 +162,14 @@ async def open_unix_listener(path: Path) -> trio.SocketListener:
         bound = True
         os.chmod(path, 0o600)
         sock.listen(64)
-    except OSError as exc:
+    except BaseException as exc:  # also a cancel during bind: never leak the descriptor
         sock.close()
         if bound:
             with contextlib.suppress(OSError):
                 os.unlink(path)
-        raise RelayUnavailable(f"cannot listen on {path}: {exc.strerror or exc}") from None
+        if isinstance(exc, OSError):
+            raise RelayUnavailable(f"cannot listen on {path}: {exc.strerror or exc}") from None
+        raise
     return trio.SocketListener(sock)
 
 

@@ -654,3 +654,20 @@ async def test_no_question_for_a_command_the_tool_will_refuse(
     await rig.agent.run_turn(user("list"))
     assert rig.approver.asked == []
     assert rig.toolbox.calls == [("run_command", arguments)]  # the tool answers with its error
+
+
+async def test_a_finished_card_carries_the_tools_output(tmp_path: Path) -> None:
+    async def ran(args: Mapping[str, Any]) -> ToolResult:
+        return ToolResult("Exit code: 0\nhello\n", summary="exit 0", output="hello\n")
+
+    box = FakeToolbox({"run_command": ran})
+    rig = make_rig(
+        tmp_path, [tools(call("run_command", command="echo hello")), text("ok")], "y", toolbox=box
+    )
+    await rig.agent.run_turn(user("greet"))
+    updates = [u for u in rig.sink.of(ToolUpdate) if u.name == "run_command"]
+    assert [(u.state, u.output) for u in updates] == [
+        ("pending", ""),
+        ("running", ""),
+        ("completed", "hello\n"),
+    ]

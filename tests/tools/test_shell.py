@@ -30,6 +30,7 @@ async def wait_for_file(path: Path) -> str:
 async def test_exit_code_and_merged_output(call: Call) -> None:
     result = await call("run_command", command="echo out; echo err >&2; exit 3")
     assert (result.ok, result.text, result.summary) == (True, "Exit code: 3\nout\nerr\n", "exit 3")
+    assert result.output == "out\nerr\n"  # for the card's preview, without the exit line
     quiet = await call("run_command", command="true")
     assert quiet.text == "Exit code: 0\n(no output)"
 

@@ -164,8 +164,11 @@ class RoundRunner:
     def _update(
         self, key: str, call: ToolCall, state: ToolState, result: ToolResult | None = None
     ) -> None:
-        summary, diff = (result.summary, result.diff) if result is not None else ("", "")
-        self._p.sink.emit(ToolUpdate(key, call.name, self._target(call), state, summary, diff))
+        done = result if result is not None else ToolResult("")
+        target = self._target(call)
+        self._p.sink.emit(
+            ToolUpdate(key, call.name, target, state, done.summary, done.diff, done.output)
+        )
 
     def _answer(self, key: str, call: ToolCall, result: ToolResult, state: ToolState) -> None:
         self._pending = [p for p in self._pending if p[0] != key]

@@ -19,7 +19,7 @@ from zcoder.agent.rounds import describe_model_error
 from zcoder.app.relay import RelayLink, SendLabels
 from zcoder.approval import Approver
 from zcoder.config import Config
-from zcoder.conversation import Message, TranscriptEvent
+from zcoder.conversation import TranscriptEvent
 from zcoder.errors import ModelError, SessionError, ZcoderError
 from zcoder.live import Entry, LiveEvent, ToolUpdate, TurnSink
 from zcoder.relay.spool import Claimed
@@ -35,21 +35,12 @@ _log = logging.getLogger(__name__)
 _CHECK_SECONDS = 5.0
 
 
-class _OutputSink:
-    """Adds the finished command's output to its tool card (the UI shows a few lines), and
-    names a send's target like its question does (project, pid, workspace, not a bare id).
+class _SendCardLabels:
+    """Names a send's target like its question does (project, pid, workspace, not a bare
+    id), on its card and its transcript entry."""
 
-    The round answers a call in the history before it reports the card's final state, so
-    the last history message is that call's result."""
-
-    def __init__(
-        self,
-        inner: TurnSink,
-        history: Callable[[], list[Message]],
-        label: Callable[[str], str] = str,
-    ) -> None:
+    def __init__(self, inner: TurnSink, label: Callable[[str], str] = str) -> None:
         self._inner = inner
-        self._history = history
         self._label = label
 
     def emit(self, event: LiveEvent) -> None:
@@ -59,12 +50,6 @@ class _OutputSink:
             # The same label as the card's, so the view knows this card is already shown.
             meta = {**event.event.meta, "target": self._label(event.event.meta.get("target", ""))}
             event = Entry(attrs.evolve(event.event, meta=meta))
-        elif isinstance(event, ToolUpdate) and event.name == "run_command" and not event.output:
-            history = self._history()
-            last = history[-1] if history else None
-            if event.state in ("completed", "failed") and last and last.role == "tool":
-                _, _, output = last.content.partition("\n")  # after "Exit code: N"
-                event = attrs.evolve(event, output=output)
         self._inner.emit(event)
 
 
@@ -113,7 +98,7 @@ class AgentBackend:
             approver=SendLabels(approver, self.relay.label),
             store=self._store,
             session=self._session,
-            sink=_OutputSink(sink, lambda: self.agent.session.history, self.relay.card_label),
+            sink=_SendCardLabels(sink, self.relay.card_label),
         )
         if self._agent.model != self._config.model and not self._config.resume:
             self._agent.set_model(self._config.model)

@@ -42,13 +42,15 @@ class ToolContext:
 
 @attrs.frozen
 class ToolResult:
-    """What goes back to the model (``text``), plus a one-line ``summary`` and an optional
-    ``diff`` for the UI. ``ok`` is false for every ``Error: ...`` result."""
+    """What goes back to the model (``text``), plus for the UI a one-line ``summary``, an
+    optional ``diff`` and an optional ``output`` (a command's output, previewed under its
+    card). ``ok`` is false for every ``Error: ...`` result."""
 
     text: str
     ok: bool = True
     summary: str = ""
     diff: str = ""
+    output: str = ""
 
 
 @attrs.frozen

@@ -93,10 +93,13 @@ async def _run_command(args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
             text=f"Error: command timed out after {limit} s\n{output}",
             ok=False,
             summary="timed out",
+            output=output,
         )
     returncode = process.returncode if process.returncode is not None else -signal.SIGKILL
     code, note = _exit_status(returncode)
-    return ToolResult(text=f"Exit code: {code}{note}\n{output}", summary=f"exit {code}")
+    return ToolResult(
+        text=f"Exit code: {code}{note}\n{output}", summary=f"exit {code}", output=output
+    )
 
 
 RUN_COMMAND = Tool(

@@ -29,6 +29,8 @@ def test_version_is_fast_and_light() -> None:
     [
         (["--profile", "x"], "--profile"),
         (["--context-window", "abc"], "--context-window: 'abc' is not a whole number from 256"),
+        (["--context-window", "8_192"], "--context-window: '8_192' is not a whole number"),
+        (["--context-window", "²"], "--context-window: '²' is not a whole number"),
         (["--bogus"], "unrecognized arguments"),
         (["--host", "ftp://x"], "--host"),
         (["--server"], "reserved"),

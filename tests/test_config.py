@@ -91,6 +91,15 @@ def test_policy_flags() -> None:
         {"ZCODER_RELAY_IO_TIMEOUT": "never"},
         {"ZCODER_RELAY_DIR": "relative/dir"},
         {"ZCODER_RELAY_MAX_MESSAGE_CHARS": "-1"},
+        # Python's int() and float() read these; a setting must mean what it reads.
+        {"ZCODER_RELAY_IO_TIMEOUT": "1_0"},
+        {"ZCODER_RELAY_IO_TIMEOUT": "1e1"},
+        {"ZCODER_RELAY_IO_TIMEOUT": "+5"},
+        {"ZCODER_RELAY_IO_TIMEOUT": " 5"},
+        {"ZCODER_RELAY_IO_TIMEOUT": "nan"},
+        {"ZCODER_RELAY_MAX_QUEUE": "1_6"},
+        {"ZCODER_RELAY_MAX_QUEUE": " 16"},
+        {"ZCODER_RELAY_MAX_QUEUE": "١٦"},
     ],
 )
 def test_bad_relay_setting_disables_only_the_relay(env: dict[str, str]) -> None:

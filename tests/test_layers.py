@@ -18,6 +18,7 @@ FLOORS: dict[str, int] = {
     "zcoder.approval": 1,
     "zcoder.visible": 1,
     "zcoder.defaults": 1,
+    "zcoder.decimal_text": 1,
     "zcoder.instructions": 1,
     "zcoder.config": 2,
     "zcoder.runtime": 2,

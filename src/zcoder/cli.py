@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from zcoder import __version__
+from zcoder.decimal_text import plain_int
 from zcoder.defaults import DEFAULT_HOST, DEFAULT_MODEL
 
 if TYPE_CHECKING:
@@ -41,9 +42,10 @@ class _Parser(argparse.ArgumentParser):
 
 def _positive_int(text: str) -> int:
     # The range itself is checked by load_config; say it here too, for one clear line.
-    if not text.isdigit():
+    number = plain_int(text)
+    if number is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 256 to 2097152")
-    return int(text)
+    return number
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,6 +16,7 @@ from typing import Literal, cast
 
 import attrs
 
+from zcoder.decimal_text import plain_float, plain_int
 from zcoder.defaults import DEFAULT_HOST, DEFAULT_MODEL
 from zcoder.errors import ConfigError
 
@@ -128,9 +129,10 @@ def _choice(option: str, value: str, accepted: tuple[str, ...]) -> str:
 
 
 def _int(option: str, value: str, low: int, high: int) -> int:
-    if not re.fullmatch(r"[0-9]+", value.strip()) or not low <= int(value) <= high:
+    number = plain_int(value)
+    if number is None or not low <= number <= high:
         raise ConfigError(option, f"{value!r} is not a whole number from {low} to {high}")
-    return int(value)
+    return number
 
 
 def _workspace(name: str, value: str) -> Path:
@@ -151,11 +153,8 @@ def relay_settings_from_env(env: Mapping[str, str]) -> RelaySettings:
     if raw_dir is not None and not os.path.isabs(raw_dir):
         raise ConfigError("ZCODER_RELAY_DIR", f"{raw_dir!r} is not an absolute path")
     timeout_raw = env.get("ZCODER_RELAY_IO_TIMEOUT", "2")
-    try:
-        timeout = float(timeout_raw)
-    except ValueError:
-        timeout = -1.0
-    if not 0.05 <= timeout <= 60:
+    timeout = plain_float(timeout_raw)
+    if timeout is None or not 0.05 <= timeout <= 60:
         raise ConfigError(
             "ZCODER_RELAY_IO_TIMEOUT", f"{timeout_raw!r} is not a number of seconds from 0.05 to 60"
         )

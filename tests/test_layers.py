@@ -19,6 +19,7 @@ FLOORS: dict[str, int] = {
     "zcoder.visible": 1,
     "zcoder.defaults": 1,
     "zcoder.decimal_text": 1,
+    "zcoder.logfile": 1,
     "zcoder.instructions": 1,
     "zcoder.config": 2,
     "zcoder.runtime": 2,

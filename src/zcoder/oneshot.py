@@ -22,6 +22,7 @@ from zcoder.agent.agent import Agent, TurnOutcome, TurnRequest
 from zcoder.agent.ollama import OllamaClient
 from zcoder.config import Config
 from zcoder.errors import SessionError
+from zcoder.logfile import install_log
 from zcoder.oneshot_io import StreamSink, TtyApprover
 from zcoder.session import Session, SessionStore
 from zcoder.tools.registry import Toolbox, core_tools
@@ -38,7 +39,7 @@ def exit_status(outcome: TurnOutcome) -> int:
 
 def run_oneshot(config: Config) -> int:
     """Run the turn of ``config.prompt``; return the process exit status."""
-    if config.debug_log is not None and not _open_debug_log(config.debug_log):
+    if not _open_log(config.debug_log):
         return 2
     try:
         return trio.run(_main, config)
@@ -48,17 +49,14 @@ def run_oneshot(config: Config) -> int:
         _quiet_broken_stdout()
 
 
-def _open_debug_log(path: Path) -> bool:
-    """``--debug-log FILE``: everything logged at DEBUG goes to FILE, nothing to the terminal."""
+def _open_log(path: Path | None) -> bool:
+    """``--debug-log FILE``: everything logged at DEBUG goes to FILE; without it, nowhere
+    (stderr carries the turn's own lines, never a log record)."""
     try:
-        handler = logging.FileHandler(path, encoding="utf-8")
+        install_log(path, level=logging.DEBUG if path else logging.WARNING)
     except OSError as exc:
         sys.stderr.write(f"zcoder: --debug-log: cannot write {path}: {exc.strerror or exc}\n")
         return False
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG)
     return True
 
 

@@ -211,3 +211,10 @@ def test_ollama_down_is_one_line_and_app_stays_up(launch: Launch) -> None:
     submit(app, "/quit")
     assert app.wait_exit() == 0
     app.assert_terminal_restored()
+
+
+def test_unwritable_debug_log_is_one_line_and_exit_2(launch: Launch, pty_dirs: PtyDirs) -> None:
+    app = launch.zcoder(closed_port_url(), "--debug-log", str(pty_dirs.root / "no" / "x.log"))
+    assert app.wait_exit() == 2
+    assert "zcoder: --debug-log: cannot write" in app.raw_text()
+    assert "Traceback" not in app.raw_text()

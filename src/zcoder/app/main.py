@@ -27,6 +27,7 @@ from zcoder.app.backend import AgentBackend
 from zcoder.commands import complete
 from zcoder.config import Config
 from zcoder.errors import SessionError
+from zcoder.logfile import install_log
 from zcoder.runtime import open_runtime_dir
 from zcoder.session import Session, SessionStore
 from zcoder.ui.controller import Controller
@@ -66,7 +67,9 @@ def run_app(config: Config) -> int:
         return 1
     state = _Exit(session_id=session.id)
     with open_runtime_dir() as runtime_dir:
-        _setup_logging(config, runtime_dir)
+        if not _setup_logging(config, runtime_dir):
+            store.release(session)
+            return 2
         try:
             asyncio.run(_host_main(config, store, session, state, runtime_dir))
         except BaseException as exc:  # the terminal is restored by now
@@ -91,14 +94,22 @@ def _report(state: _Exit) -> int:
     return 128 + int(signum) if signum is not None else 0
 
 
-def _setup_logging(config: Config, runtime_dir: Path) -> None:
-    # Nothing may write to the terminal behind the app's back: log to a file, always.
-    path = config.debug_log or runtime_dir / "zcoder.log"
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG if config.debug_log else logging.WARNING)
+def _setup_logging(config: Config, runtime_dir: Path) -> bool:
+    """Log to a file, never the terminal; False (said on stderr) when ``--debug-log`` fails."""
+    if config.debug_log is not None:
+        try:
+            install_log(config.debug_log, level=logging.DEBUG)
+        except OSError as exc:
+            sys.stderr.write(
+                f"zcoder: --debug-log: cannot write {config.debug_log}: {exc.strerror or exc}\n"
+            )
+            return False
+        return True
+    try:
+        install_log(runtime_dir / "zcoder.log", level=logging.WARNING)
+    except OSError:  # a full runtime disk: the app still runs, its warnings are lost
+        install_log(None, level=logging.WARNING)
+    return True
 
 
 async def _host_main(

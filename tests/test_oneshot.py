@@ -269,6 +269,7 @@ def test_stdout_reader_going_away_does_not_break_the_turn(workspace: Path) -> No
         assert child.stdout.read(5) == b"word "
         child.stdout.close()  # like `zcoder -p ... | head -c 5`
         err = child.stderr.read().decode()
+        child.stderr.close()
         assert child.wait(timeout=20) == 0, err
     assert "Traceback" not in err and "Exception ignored" not in err
     store = SessionStore(Path(os.environ["ZCODER_HOME"]), workspace, "coding")

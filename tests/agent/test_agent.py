@@ -4,7 +4,7 @@ real tools (files, processes) and the real session store."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,26 @@ def fake() -> Iterator[FakeOllama]:
         yield server
 
 
-async def test_real_tools_edit_and_command(fake: FakeOllama, workspace: Path) -> None:
+OpenStack = Callable[..., Stack]
+
+
+@pytest.fixture
+async def open_stack(fake: FakeOllama, workspace: Path) -> AsyncIterator[OpenStack]:
+    """Stacks over ``fake`` whose HTTP clients are closed when the test ends."""
+    made: list[Stack] = []
+
+    def open_one(*answers: Answer) -> Stack:
+        made.append(Stack(fake, workspace, *answers))
+        return made[-1]
+
+    yield open_one
+    for stack in made:
+        await stack.client.aclose()
+
+
+async def test_real_tools_edit_and_command(
+    open_stack: OpenStack, fake: FakeOllama, workspace: Path
+) -> None:
     fake.set_script(
         {
             "models": [MODEL],
@@ -78,7 +97,7 @@ async def test_real_tools_edit_and_command(fake: FakeOllama, workspace: Path) ->
             ],
         }
     )
-    stack = Stack(fake, workspace, "y")
+    stack = open_stack("y")
     outcome = await stack.agent.run_turn(TurnRequest("user", "set x to 2"))
     assert outcome == TurnOutcome("answered", text="Done: x = 2.")
     assert (workspace / "a.py").read_text() == "x = 2\n"
@@ -107,12 +126,12 @@ def _pid_alive(pid: int) -> bool:
 
 
 async def test_cancel_mid_command_kills_the_process_group(
-    fake: FakeOllama, workspace: Path
+    open_stack: OpenStack, fake: FakeOllama, workspace: Path
 ) -> None:
     fake.set_script(
         {"models": [MODEL], "responses": [_tool("run_command", command="echo $$ > pg; sleep 30")]}
     )
-    stack = Stack(fake, workspace, "y")
+    stack = open_stack("y")
 
     async def cancel_when_started() -> None:
         await stack.sink.watch(_running).wait()
@@ -143,11 +162,13 @@ def _running(event: LiveEvent) -> bool:
     return isinstance(event, ToolUpdate) and event.state == "running"
 
 
-async def test_cancel_mid_stream_closes_the_http_stream(fake: FakeOllama, workspace: Path) -> None:
+async def test_cancel_mid_stream_closes_the_http_stream(
+    open_stack: OpenStack, fake: FakeOllama, workspace: Path
+) -> None:
     fake.set_script(
         {"models": [MODEL], "responses": [{"chunks": [{"content": "par"}], "stall_after": 1}]}
     )
-    stack = Stack(fake, workspace)
+    stack = open_stack()
 
     async def cancel_on_text() -> None:
         await stack.sink.watch(lambda e: isinstance(e, TextDelta)).wait()
@@ -174,10 +195,10 @@ async def test_cancel_mid_stream_closes_the_http_stream(fake: FakeOllama, worksp
     ],
 )
 async def test_server_failures_leave_history_usable(
-    fake: FakeOllama, workspace: Path, response: dict[str, Any], needle: str
+    open_stack: OpenStack, fake: FakeOllama, workspace: Path, response: dict[str, Any], needle: str
 ) -> None:
     fake.set_script({"models": [MODEL], "responses": [response, {"chunks": [{"content": "ok"}]}]})
-    stack = Stack(fake, workspace)
+    stack = open_stack()
     outcome = await stack.agent.run_turn(TurnRequest("user", "q"))
     assert outcome.status == "error" and needle in outcome.error
     assert stack.session.history == [Message(role="user", content="q")]
@@ -187,16 +208,18 @@ async def test_server_failures_leave_history_usable(
     assert [m["content"] for m in fake.requests[-1]["messages"][1:]] == ["q", "again"]
 
 
-async def test_missing_model(fake: FakeOllama, workspace: Path) -> None:
-    stack = Stack(fake, workspace)
+async def test_missing_model(open_stack: OpenStack, fake: FakeOllama, workspace: Path) -> None:
+    stack = open_stack()
     stack.agent.set_model("nosuch:latest")
     outcome = await stack.agent.run_turn(TurnRequest("user", "q"))
     assert outcome.error == "model 'nosuch:latest' not found: run `ollama pull nosuch:latest`"
     assert stack.reopen().model == "nosuch:latest"
 
 
-async def test_warmup_is_disposable(fake: FakeOllama, workspace: Path) -> None:
-    stack = Stack(fake, workspace)
+async def test_warmup_is_disposable(
+    open_stack: OpenStack, fake: FakeOllama, workspace: Path
+) -> None:
+    stack = open_stack()
     await stack.agent.warmup()
     assert fake.requests[0]["messages"] == []
     assert fake.requests[0]["model"] == MODEL

@@ -250,6 +250,7 @@ async def test_ping_started_at_once_then_finished(short_tmp: Path) -> None:
         start_ping(ours, target_instance_id="not an id", sender_instance_id=SENDER)
     assert ours.fileno() == -1  # closed on failure too
     assert theirs.recv(100) == b""  # and nothing was sent
+    theirs.close()
     ours, theirs = socket.socketpair()
     ours.setblocking(False)
     theirs.close()

@@ -79,13 +79,15 @@ class FakeOllamaProcess:
     def __init__(self, script: Mapping[str, Any], workdir: Path) -> None:
         script_file = workdir / "ollama-script.json"
         script_file.write_text(json.dumps(script))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.fakes.ollama_server", "--script", str(script_file)],
-            cwd=REPO_ROOT,
-            stdout=subprocess.PIPE,
-            stderr=(workdir / "fake-ollama.err").open("wb"),
-            start_new_session=True,
-        )
+        # The child keeps its own copy of the descriptor; ours is closed at once.
+        with (workdir / "fake-ollama.err").open("wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.fakes.ollama_server", "--script", str(script_file)],
+                cwd=REPO_ROOT,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                start_new_session=True,
+            )
         self.url = self._read_ready()
 
     def _read_ready(self) -> str:

@@ -13,7 +13,6 @@ from typing import Protocol
 
 from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.filters import Condition, Filter
-from prompt_toolkit.input.ansi_escape_sequences import ANSI_SEQUENCES
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.key_binding.bindings.completion import generate_completions
 from prompt_toolkit.keys import Keys
@@ -26,11 +25,6 @@ __all__ = ["KEY_TIMEOUT", "SEQUENCE_TIMEOUT", "KeyActions", "build_key_bindings"
 # timeout is short: Escape then acts within about 60 ms plus the time to draw.
 KEY_TIMEOUT = 0.05
 SEQUENCE_TIMEOUT = 0.01
-
-# Shift+Enter as terminals with extended keys send it (xterm modifyOtherKeys, CSI u):
-# prompt_toolkit maps it to plain Enter; we want a newline, like Alt+Enter and Ctrl-J.
-ANSI_SEQUENCES["\x1b[27;2;13~"] = Keys.ControlJ
-ANSI_SEQUENCES["\x1b[13;2u"] = Keys.ControlJ
 
 
 class KeyActions(Protocol):

@@ -13,9 +13,10 @@ import re
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 from pygments.lexer import Lexer  # type: ignore[import-untyped]
 from pygments.lexers import TextLexer, get_lexer_by_name  # type: ignore[import-untyped]
-from pygments.token import Token, _TokenType  # type: ignore[import-untyped]
+from pygments.token import Token  # type: ignore[import-untyped]
 from pygments.util import ClassNotFound  # type: ignore[import-untyped]
 
+from zcoder.ui.ptk_compat import TokenType
 from zcoder.ui.text import visible
 
 __all__ = ["render_markdown", "split_blocks"]
@@ -76,7 +77,7 @@ def _lexer(language: str) -> Lexer:
         return TextLexer()
 
 
-def _token_class(token: _TokenType) -> str:
+def _token_class(token: TokenType) -> str:
     for family, cls in _TOKEN_CLASSES:
         if token in family:
             return cls

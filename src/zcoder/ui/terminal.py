@@ -30,12 +30,12 @@ from prompt_toolkit.layout.dimension import Dimension
 from prompt_toolkit.layout.menus import CompletionsMenu
 from prompt_toolkit.layout.processors import AfterInput, ConditionalProcessor
 from prompt_toolkit.output import Output
-from prompt_toolkit.renderer import print_formatted_text as write_fragments
 
 from zcoder.commands import find
 from zcoder.ui.approval import ApprovalLine, count_rows
 from zcoder.ui.events import CancelTurn, ExitRequest, Submit, UiEvent
 from zcoder.ui.keys import KEY_TIMEOUT, SEQUENCE_TIMEOUT, build_key_bindings
+from zcoder.ui.ptk_compat import install_shift_enter, redraw_now, write_now
 from zcoder.ui.status import Status, render_status
 from zcoder.ui.style import STYLE, color_depth
 from zcoder.ui.transcript import TranscriptView
@@ -108,6 +108,7 @@ class Terminal:
             read_only=Condition(lambda: self.approval.is_open),
         )
         approval_open = Condition(lambda: self.approval.is_open)
+        install_shift_enter()
         bindings = build_key_bindings(
             self,
             self.buffer,
@@ -241,14 +242,11 @@ class Terminal:
         # would be echoed into the scrollback, and ^D, ^U, ^C taken by the tty driver.
         app.renderer.erase()
         self._write(fragments)
-        app._request_absolute_cursor_position()
-        app._redraw()
+        redraw_now(app)
 
     def _write(self, fragments: StyleAndTextTuples) -> None:
-        # The renderer's printer writes now; the shortcut of the same name would defer to
-        # run_in_terminal whenever an application is running.
         output = self.app.output
-        write_fragments(output, fragments, STYLE, color_depth=self.app.color_depth)
+        write_now(output, fragments, STYLE, self.app.color_depth)
         output.flush()
 
     # -- the Trio task --------------------------------------------------------------------

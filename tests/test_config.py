@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import pytest
 
 from zcoder.config import RawOptions, load_config, normalize_host
@@ -135,3 +136,55 @@ def test_a_policy_flag_overrides_a_bad_policy_variable() -> None:
     env = {"ZCODER_COMMAND_POLICY": "maybe"}
     assert load_config(RawOptions(yes=True), env).command_policy == "allow"
     assert load_config(RawOptions(deny_commands=True), env).command_policy == "deny"
+
+
+# Model bounds: temperature, output cap, stall limits, printed tool calls.
+
+
+def test_model_bound_defaults() -> None:
+    c = load_config(RawOptions(workspace="."), {})
+    assert c.temperature is None  # the server's default
+    assert (c.max_output_tokens, c.first_token_timeout, c.stall_timeout) == (4096, 300.0, 60.0)
+    assert c.text_tool_calls is True
+
+
+def test_model_bounds_from_flags_and_environment() -> None:
+    env = {
+        "ZCODER_TEMPERATURE": "0.7",
+        "ZCODER_MAX_OUTPUT_TOKENS": "1024",
+        "ZCODER_FIRST_TOKEN_TIMEOUT": "600",
+        "ZCODER_STALL_TIMEOUT": "30.5",
+        "ZCODER_TEXT_TOOL_CALLS": "off",
+    }
+    c = load_config(RawOptions(workspace="."), env)
+    assert (c.temperature, c.max_output_tokens) == (0.7, 1024)
+    assert (c.first_token_timeout, c.stall_timeout, c.text_tool_calls) == (600.0, 30.5, False)
+    flags = RawOptions(workspace=".", temperature="0", max_output_tokens="64")
+    c = load_config(flags, env)
+    assert (c.temperature, c.max_output_tokens) == (0.0, 64)
+    c = load_config(RawOptions(workspace=".", no_text_tool_calls=True), {})
+    assert c.text_tool_calls is False
+
+
+@pytest.mark.parametrize(
+    ("opts", "env", "option"),
+    [
+        (RawOptions(temperature="2.5"), {}, "--temperature"),
+        (RawOptions(temperature="-1"), {}, "--temperature"),
+        (RawOptions(temperature="1e0"), {}, "--temperature"),
+        (RawOptions(), {"ZCODER_TEMPERATURE": "nan"}, "ZCODER_TEMPERATURE"),
+        (RawOptions(max_output_tokens="0"), {}, "--max-output-tokens"),
+        (RawOptions(max_output_tokens="1_000"), {}, "--max-output-tokens"),
+        (RawOptions(), {"ZCODER_MAX_OUTPUT_TOKENS": "+5"}, "ZCODER_MAX_OUTPUT_TOKENS"),
+        (RawOptions(), {"ZCODER_FIRST_TOKEN_TIMEOUT": "0"}, "ZCODER_FIRST_TOKEN_TIMEOUT"),
+        (RawOptions(), {"ZCODER_STALL_TIMEOUT": " 60"}, "ZCODER_STALL_TIMEOUT"),
+        (RawOptions(), {"ZCODER_STALL_TIMEOUT": "inf"}, "ZCODER_STALL_TIMEOUT"),
+        (RawOptions(), {"ZCODER_TEXT_TOOL_CALLS": "yes"}, "ZCODER_TEXT_TOOL_CALLS"),
+    ],
+)
+def test_a_bad_model_bound_names_its_source(
+    opts: RawOptions, env: dict[str, str], option: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(attrs.evolve(opts, workspace="."), env)
+    assert str(info.value).startswith(f"{option}: ")

@@ -29,7 +29,10 @@ environment:
   ZCODER_MODEL, OLLAMA_HOST, ZCODER_WORKSPACE, ZCODER_PROFILE, ZCODER_COMMAND_POLICY
   (ask|allow|deny), ZCODER_HOME, ZCODER_WARMUP (on|off), ZCODER_RELAY (on|off|paused),
   ZCODER_RELAY_DIR, ZCODER_RELAY_MAX_BYTES, ZCODER_RELAY_MAX_MESSAGE_CHARS,
-  ZCODER_RELAY_MAX_QUEUE, ZCODER_RELAY_IO_TIMEOUT. Flags override the environment.
+  ZCODER_RELAY_MAX_QUEUE, ZCODER_RELAY_IO_TIMEOUT, ZCODER_TEMPERATURE,
+  ZCODER_MAX_OUTPUT_TOKENS, ZCODER_FIRST_TOKEN_TIMEOUT (s, default 300),
+  ZCODER_STALL_TIMEOUT (s, default 60), ZCODER_TEXT_TOOL_CALLS (on|off).
+  Flags override the environment.
 """
 
 
@@ -68,6 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
     a("--no-warmup", action="store_true", help="do not preload the model at start")
     a("--context-window", type=_positive_int, metavar="N", help="context size (num_ctx)")
     a("--debug-log", metavar="FILE", help="write a debug log to FILE")
+    a("--temperature", metavar="T", help="sampling temperature 0-2 (default: the server's)")
+    a("--max-output-tokens", metavar="N", help="output cap per model step (default 4096)")
+    a(
+        "--no-text-tool-calls",
+        action="store_true",
+        help="do not run tool calls the model printed as text",
+    )
     a("--server", action="store_true", help=argparse.SUPPRESS)
     a("--connect", metavar="URL", help=argparse.SUPPRESS)
     a("--version", action="version", version=f"zcoder {__version__}")
@@ -99,6 +109,9 @@ def _raw_options(ns: argparse.Namespace) -> RawOptions:
         context_window=ns.context_window,
         debug_log=ns.debug_log,
         prompt=ns.prompt,
+        temperature=ns.temperature,
+        max_output_tokens=ns.max_output_tokens,
+        no_text_tool_calls=ns.no_text_tool_calls,
     )
 
 

@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import attrs
 
@@ -42,6 +42,9 @@ RelayMode = Literal["on", "off", "paused"]
 PROFILES: tuple[Profile, ...] = ("coding", "sysadmin")
 POLICIES: tuple[CommandPolicy, ...] = ("ask", "allow", "deny")
 RELAY_MODES: tuple[RelayMode, ...] = ("on", "off", "paused")
+DEFAULT_MAX_OUTPUT_TOKENS = 4096
+DEFAULT_FIRST_TOKEN_TIMEOUT = 300.0
+DEFAULT_STALL_TIMEOUT = 60.0
 _HOST_RE = re.compile(
     r"^(?:(https?)://)?([A-Za-z0-9._-]*|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?(/[^\s?#]*)?$"
 )
@@ -75,6 +78,10 @@ class RawOptions:
     context_window: int | None = None
     debug_log: str | None = None
     prompt: str | None = None
+    # Model bounds, as typed (validated by load_config, so the error names the flag).
+    temperature: str | None = None
+    max_output_tokens: str | None = None
+    no_text_tool_calls: bool = False
 
 
 @attrs.frozen
@@ -98,6 +105,13 @@ class Config:
     # ``-m`` given on this command line: it then wins over a resumed session's own model
     # (the environment and the default do not).
     model_flag: bool = False
+    # Model bounds: None is the server's default temperature; the output cap is per model
+    # step; the two stall limits are seconds (before the first token / between tokens).
+    temperature: float | None = None
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
+    first_token_timeout: float = DEFAULT_FIRST_TOKEN_TIMEOUT
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT
+    text_tool_calls: bool = True
 
 
 def normalize_host(value: str) -> str:
@@ -232,6 +246,39 @@ def _check_flags(opts: RawOptions) -> None:
         raise ConfigError("--prompt", "is empty")
 
 
+def _number(given: _Given, low: float, high: float) -> float | None:
+    raw, name = given
+    if raw is None:
+        return None
+    number = plain_float(raw)
+    if number is None or not low <= number <= high:
+        raise ConfigError(name, f"{raw!r} is not a number from {low:g} to {high:g}")
+    return number
+
+
+def _model_bounds(opts: RawOptions, env: Mapping[str, str]) -> dict[str, Any]:
+    """Temperature, output cap, stall limits and printed tool calls (``Config`` fields)."""
+    cap_raw, cap_name = _setting(
+        opts.max_output_tokens, "--max-output-tokens", env, "ZCODER_MAX_OUTPUT_TOKENS"
+    )
+    first = _number((env.get("ZCODER_FIRST_TOKEN_TIMEOUT"), "ZCODER_FIRST_TOKEN_TIMEOUT"), 1, 86400)
+    stall = _number((env.get("ZCODER_STALL_TIMEOUT"), "ZCODER_STALL_TIMEOUT"), 1, 86400)
+    text_calls = _choice(
+        "ZCODER_TEXT_TOOL_CALLS", env.get("ZCODER_TEXT_TOOL_CALLS", "on"), ("on", "off")
+    )
+    return {
+        "temperature": _number(
+            _setting(opts.temperature, "--temperature", env, "ZCODER_TEMPERATURE"), 0, 2
+        ),
+        "max_output_tokens": (
+            _int(cap_name, cap_raw, 1, 1_048_576) if cap_raw else DEFAULT_MAX_OUTPUT_TOKENS
+        ),
+        "first_token_timeout": DEFAULT_FIRST_TOKEN_TIMEOUT if first is None else first,
+        "stall_timeout": DEFAULT_STALL_TIMEOUT if stall is None else stall,
+        "text_tool_calls": not opts.no_text_tool_calls and text_calls == "on",
+    }
+
+
 def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
     """Merge flags over environment over defaults, validating every value; an error names
     the flag or the environment variable the bad value came from."""
@@ -260,4 +307,5 @@ def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
         relay=relay,
         relay_problem=relay_problem,
         model_flag=bool(opts.model),
+        **_model_bounds(opts, env),
     )

@@ -19,6 +19,7 @@ from pathlib import Path
 import trio
 
 from zcoder.agent.agent import Agent, TurnOutcome, TurnRequest
+from zcoder.agent.model import StallLimits
 from zcoder.agent.ollama import OllamaClient
 from zcoder.config import Config
 from zcoder.errors import SessionError
@@ -102,7 +103,7 @@ async def _run(config: Config, store: SessionStore, session: Session) -> int:
     assert config.prompt is not None
     sink = StreamSink(sys.stdout, sys.stderr)
     caught: list[int] = []
-    async with OllamaClient(config.host) as client:
+    async with OllamaClient(config.host, stall=StallLimits.of(config)) as client:
         agent = Agent(
             config=config,
             client=client,

@@ -52,12 +52,24 @@ def tools(*calls: ToolCall, content: str = "") -> list[Item]:
 
 
 class ScriptedClient:
-    """Replays one reply per ``stream_chat``; the last one repeats."""
+    """Replays one reply per ``stream_chat``; the last one repeats. ``context`` is what
+    ``context_length`` reports (a ``ModelError`` instance: raised); ``asked`` counts asks."""
 
-    def __init__(self, replies: Sequence[Reply]) -> None:
+    kind = "Fake server"
+
+    def __init__(self, replies: Sequence[Reply], context: int | Exception | None = None) -> None:
         self.replies = list(replies)
         self.requests: list[ChatRequest] = []
         self.open_streams = 0
+        self.context = context
+        self.asked: list[str] = []
+
+    async def context_length(self, model: str) -> int | None:
+        self.asked.append(model)
+        await trio.lowlevel.checkpoint()
+        if isinstance(self.context, Exception):
+            raise self.context
+        return self.context
 
     @asynccontextmanager
     async def stream_chat(self, request: ChatRequest) -> AsyncIterator[AsyncIterator[ChatChunk]]:

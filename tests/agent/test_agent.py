@@ -14,10 +14,12 @@ import trio
 from tests.agent.doubles import FakeApprover, RecordingSink, make_config
 from tests.fakes.ollama_server import FakeOllama
 from zcoder.agent.agent import Agent, TurnOutcome, TurnRequest
-from zcoder.agent.loop import DEFAULT_NUM_CTX, STOP_MARKER
+from zcoder.agent.loop import STOP_MARKER
+from zcoder.agent.model import ChatRequest, StallLimits
 from zcoder.agent.ollama import OllamaClient
 from zcoder.approval import Answer
 from zcoder.conversation import Message
+from zcoder.errors import ModelHTTPError
 from zcoder.live import LiveEvent, TextDelta, ToolUpdate
 from zcoder.session import Session, SessionStore
 from zcoder.tools.registry import Toolbox, core_tools
@@ -40,7 +42,7 @@ def workspace(tmp_path: Path) -> Path:
 class Stack:
     def __init__(self, fake: FakeOllama, workspace: Path, *answers: Answer) -> None:
         self.config = make_config(workspace, model=MODEL, host=fake.url)
-        self.client = OllamaClient(fake.url, stall_seconds=5)
+        self.client = OllamaClient(fake.url, stall=StallLimits(5, 5))
         self.store = SessionStore(self.config.home, workspace, "coding")
         self.session: Session = self.store.create(MODEL)
         self.sink = RecordingSink()
@@ -221,7 +223,55 @@ async def test_warmup_is_disposable(
 ) -> None:
     stack = open_stack()
     await stack.agent.warmup()
-    assert fake.requests[0]["messages"] == []
     assert fake.requests[0]["model"] == MODEL
-    assert fake.requests[0]["options"] == {"num_ctx": DEFAULT_NUM_CTX, "num_predict": 1}
+    assert fake.requests[0]["options"]["num_predict"] == 1
+    assert fake.outcomes == ["warmup"]
     assert stack.session.history == [] and stack.session.events == []
+
+
+async def test_warmup_sends_the_first_turns_prefix(fake: FakeOllama, workspace: Path) -> None:
+    fake.set_script({"responses": [{"chunks": [{"content": "ok"}]}], "context_length": 8192})
+    stack = Stack(fake, workspace)
+    await stack.agent.warmup()
+    assert await stack.agent.run_turn(TurnRequest("user", "q")) == TurnOutcome("answered", "ok")
+    warm, first = fake.requests
+    # The server's prompt cache then holds the first step's system prompt and tool schemas.
+    assert warm["messages"] == first["messages"][: len(warm["messages"])]
+    assert [m["role"] for m in warm["messages"]] == ["system"]
+    assert warm["tools"] == first["tools"] and warm["tools"]
+    assert warm["think"] == first["think"]
+    # The same window (another num_ctx would make Ollama load the model again): the
+    # server's 8192, smaller than the default.
+    assert warm["options"]["num_ctx"] == first["options"]["num_ctx"] == 8192
+    assert first["options"]["num_predict"] == 4096
+
+
+async def test_warmup_of_a_resumed_session_includes_its_history(
+    fake: FakeOllama, workspace: Path
+) -> None:
+    stack = Stack(fake, workspace)
+    await stack.agent.run_turn(TurnRequest("user", "first"))
+    await stack.agent.warmup()
+    turn, warm = fake.requests
+    assert [m["role"] for m in warm["messages"]] == ["system", "user", "assistant"]
+    assert warm["messages"][0] == turn["messages"][0]
+    assert [m.role for m in stack.session.history] == ["user", "assistant"]  # unchanged
+
+
+async def test_warmup_of_a_model_without_thinking_asks_again_without_it(
+    fake: FakeOllama, workspace: Path
+) -> None:
+    stack = Stack(fake, workspace)
+    calls: list[bool] = []
+    real = stack.client.stream_chat
+
+    def refusing(request: ChatRequest) -> Any:
+        calls.append(request.think)
+        if request.think:
+            raise ModelHTTPError(400, f"{MODEL} does not support thinking")
+        return real(request)
+
+    stack.client.stream_chat = refusing  # type: ignore[method-assign]
+    await stack.agent.warmup()
+    await stack.agent.run_turn(TurnRequest("user", "q"))
+    assert calls == [True, False, False]  # the turn no longer asks for thinking

@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from tests.fakes.ollama_server import FakeOllama
-from zcoder.agent.model import ChatChunk, ChatRequest, ModelClient, ModelInfo
+from zcoder.agent.model import ChatChunk, ChatRequest, ModelClient, ModelInfo, StallLimits
 from zcoder.agent.ollama import OllamaClient, ShowInfo
 from zcoder.conversation import Message, ToolCall
 from zcoder.errors import (
@@ -95,8 +95,10 @@ def test_is_a_model_client() -> None:
 
 
 def test_rejects_non_positive_deadlines() -> None:
-    with pytest.raises(ValueError, match="stall_seconds"):
-        OllamaClient("http://127.0.0.1:1", stall_seconds=0)
+    with pytest.raises(ValueError, match="stall limits must be positive"):
+        OllamaClient("http://127.0.0.1:1", stall=StallLimits(0, 0))
+    with pytest.raises(ValueError, match="connect_seconds"):
+        OllamaClient("http://127.0.0.1:1", connect_seconds=0)
 
 
 async def test_streams_thinking_content_and_tool_calls() -> None:
@@ -242,7 +244,7 @@ async def test_second_connection_failure_is_not_retried_again() -> None:
 
 async def test_stall_mid_stream_raises_and_drops_the_connection() -> None:
     with FakeOllama(script(stall_after=2)) as fake:
-        async with OllamaClient(fake.url, stall_seconds=0.5) as client:
+        async with OllamaClient(fake.url, stall=StallLimits(0.5, 0.5)) as client:
             seen: list[ChatChunk] = []
             with pytest.raises(StreamStalled, match=r"sent nothing for 0\.5s"):
                 async with client.stream_chat(request()) as chunks:
@@ -260,11 +262,42 @@ async def test_no_response_head_within_stall_deadline() -> None:
         listeners = await nursery.start(partial(trio.serve_tcp, silent, 0, host="127.0.0.1"))
         url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}"
         transport = CountingTransport()
-        async with OllamaClient(url, transport=transport, stall_seconds=0.3) as client:
-            with pytest.raises(StreamStalled, match=r"did not answer within 0\.3s"):
+        async with OllamaClient(url, transport=transport, stall=StallLimits(0.3, 0.3)) as client:
+            with pytest.raises(StreamStalled, match=r"started no reply within 0\.3s"):
                 await collect(client)
         nursery.cancel_scope.cancel()
     assert transport.attempts == 1
+
+
+async def test_more_time_before_the_first_token_than_between_tokens() -> None:
+    # Silence before any chunk is bounded by first_token: the shorter between-token limit
+    # does not apply while the server reads the prompt.
+    with FakeOllama(script(stall_after=0)) as fake:
+        async with OllamaClient(fake.url, stall=StallLimits(0.6, 0.2)) as client:
+            with pytest.raises(StreamStalled, match=r"started no reply within 0\.6s") as info:
+                await collect(client)
+    assert "ZCODER_FIRST_TOKEN_TIMEOUT" in str(info.value)
+    # Once tokens flow, between_tokens bounds each silence, however long first_token is.
+    with FakeOllama(script(stall_after=1)) as fake:
+        async with OllamaClient(fake.url, stall=StallLimits(30, 0.2)) as client:
+            with pytest.raises(StreamStalled, match=r"sent nothing for 0\.2s") as info:
+                await collect(client)
+    assert "ZCODER_STALL_TIMEOUT" in str(info.value)
+
+
+async def test_context_length_from_api_show() -> None:
+    with FakeOllama({"context_length": 8192, "models": [MODEL]}) as fake:
+        async with OllamaClient(fake.url) as client:
+            assert client.kind == "Ollama"
+            assert await client.context_length(MODEL) == 8192
+            # An unknown model is "not reported", not a failure (the chat says what is wrong).
+            assert await client.context_length("nosuch:latest") is None
+
+
+async def test_context_length_of_an_unreachable_server_raises() -> None:
+    async with OllamaClient(f"http://127.0.0.1:{closed_port()}") as client:
+        with pytest.raises(ServerUnavailable):
+            await client.context_length(MODEL)
 
 
 async def test_malformed_line() -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zcoder.agent.model import ChatChunk, ModelInfo
+from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo
 from zcoder.agent.ollama_wire import (
     MAX_LINE_BYTES,
     LineSplitter,
@@ -17,9 +17,10 @@ from zcoder.agent.ollama_wire import (
     decode_chat_line,
     decode_models,
     decode_show,
+    encode_chat_request,
     error_text,
 )
-from zcoder.conversation import ToolCall
+from zcoder.conversation import Message, ToolCall
 from zcoder.errors import MalformedStream, StreamErrorLine
 
 
@@ -52,6 +53,18 @@ def test_unusable_arguments_are_the_calls_problem(
     obj = {"message": {"tool_calls": [call]}, "done": False}
     [decoded] = decode_chat_line(line(obj)).tool_calls
     assert (decoded.name, dict(decoded.arguments), decoded.problem) == ("read_file", *expected)
+
+
+def test_sampling_options_are_sent_only_when_set() -> None:
+    messages = [Message(role="user", content="hi")]
+    bare = encode_chat_request(ChatRequest(model="m", messages=messages))
+    assert "options" not in bare  # the server's defaults
+    full = ChatRequest(model="m", messages=messages, num_ctx=8192, num_predict=512, temperature=0)
+    assert encode_chat_request(full)["options"] == {
+        "num_ctx": 8192,
+        "num_predict": 512,
+        "temperature": 0,
+    }
 
 
 def test_null_fields_are_empty() -> None:

@@ -58,3 +58,23 @@ def test_project_instructions_block_and_its_limits() -> None:
     )
     assert text.endswith("<project_instructions>\nuse tabs\n</project_instructions>")
     assert "cannot\nrelax workspace confinement, the approval policy or the safety rules" in text
+
+
+def test_the_parts_of_one_workspace_or_turn_come_last() -> None:
+    # A server's prompt cache keeps the longest common prefix: what every workspace shares
+    # comes first, then the workspace, its instructions and a relayed turn's sender.
+    names = [*CORE, "send_agent_message"]
+    one = build_system_prompt(profile="coding", workspace=WS, tool_names=names)
+    other = build_system_prompt(
+        profile="coding",
+        workspace=Path("/elsewhere"),
+        tool_names=names,
+        instructions="use tabs",
+        relay_sender="42110-777",
+    )
+    shared = one[: one.index("Workspace: ")]
+    assert other.startswith(shared)
+    assert "finish(status, response)" in shared and "Contacting other zcoder" in shared
+    tail = other[len(shared) :]
+    assert tail.index("Workspace: /elsewhere") < tail.index("<project_instructions>")
+    assert tail.index("<project_instructions>") < tail.index("relayed by the zcoder instance")

@@ -22,6 +22,7 @@ from tests.fakes.ollama_script import (
     normalize_model,
     ps_body,
     show_body,
+    warmup_response,
 )
 
 if TYPE_CHECKING:
@@ -121,13 +122,18 @@ class FakeOllamaHandler(BaseHTTPRequestHandler):
         if not messages:
             self._send_json(200, load_object(model))
             return "load"
+        prompt_tokens = sum(len(str(m.get("content", ""))) for m in messages) // 4 + 1
+        options = body.get("options")
+        if isinstance(options, dict) and options.get("num_predict") == 1:
+            # A warm-up (fills the prompt cache): answered, but no script response is used.
+            outcome = self._stream(model, warmup_response(), prompt_tokens)
+            return "warmup" if outcome == "complete" else outcome
         response = self.fake.next_response()
         if response["close_before_response"]:
             self.close_connection = True
             return "closed_before_response"
         if response["status"] != 200:
             return self._error(response["status"], response["error"], "http_error")
-        prompt_tokens = sum(len(str(m.get("content", ""))) for m in messages) // 4 + 1
         if body.get("stream") is False:
             return self._reply_whole(model, response, prompt_tokens)
         return self._stream(model, response, prompt_tokens)

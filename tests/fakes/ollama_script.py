@@ -25,6 +25,7 @@ __all__ = [
     "ps_body",
     "show_body",
     "validate_script",
+    "warmup_response",
 ]
 
 DEFAULT_MODEL = "qwen3-coder:latest"
@@ -208,6 +209,11 @@ def load_object(model: str) -> dict[str, Any]:
         "done": True,
         "done_reason": "load",
     }
+
+
+def warmup_response() -> dict[str, Any]:
+    """The reply to a chat with ``num_predict`` 1: one token, cut by that limit."""
+    return {**_RESPONSE_DEFAULTS, "chunks": [{"content": "Hello"}], "done_reason": "length"}
 
 
 def _details() -> dict[str, Any]:

@@ -43,12 +43,15 @@ A chunk may hold ``content``, ``thinking`` and ``tool_calls`` together; a tool c
 sends JSON text. Names without a tag mean ``:latest``. An unknown key is an error.
 
 Like Ollama, a chat with no messages is a model load: one ``done_reason: "load"`` object,
-no script response consumed (it is still recorded in ``requests``). ``"stream": false``
+no script response consumed (it is still recorded in ``requests``). A chat with
+``options.num_predict`` 1 is a warm-up (zcoder's prompt-cache fill): one token ``Hello``
+and ``done_reason: "length"``, no script response consumed, outcome ``warmup``. ``"stream": false``
 gets one aggregated object (only for responses without a failure mode).
 
 Outcomes (``fake.outcomes``, ``GET /_fake/outcomes``), one per chat request: ``complete``,
 ``no_done``, ``malformed``, ``error_line``, ``http_error``, ``closed_before_response``,
-``client_disconnected``, ``stopped``, ``load``, ``bad_request``, ``model_not_found``.
+``client_disconnected``, ``stopped``, ``load``, ``warmup``, ``bad_request``,
+``model_not_found``.
 
 Control endpoints: ``GET /_fake/requests`` (the chat bodies as a JSON list) and
 ``POST /_fake/script`` (replace the script and restart at its first response; a bad script

@@ -169,6 +169,19 @@ def test_empty_messages_load_the_model_without_using_the_script() -> None:
     assert fake.outcomes == ["load", "complete"]
 
 
+def test_a_one_token_chat_is_a_warmup_without_using_the_script() -> None:
+    with FakeOllama({"responses": [{"chunks": [{"content": "first"}]}]}) as fake:
+        body = {"model": MODEL, "messages": USER, "options": {"num_predict": 1}}
+        warm = chat(fake, body)
+        first = chat(fake, {"model": MODEL, "messages": USER})
+    *parts, done = [ChatResponse.model_validate(x) for x in lines(warm)]
+    assert [p.message.content for p in parts] == ["Hello"]
+    assert (done.done, done.done_reason, done.eval_count) == (True, "length", 1)
+    assert lines(first)[0]["message"]["content"] == "first"
+    assert fake.outcomes == ["warmup", "complete"]
+    assert fake.requests[0]["options"] == {"num_predict": 1}
+
+
 def test_other_endpoints_parse_with_official_types() -> None:
     with FakeOllama({"models": [MODEL, "llama3.2:3b"], "context_length": 8192}) as fake:
         url = fake.url

@@ -112,8 +112,9 @@ class FakeOllamaProcess:
         return list(self._call("GET", "/_fake/requests"))
 
     def chat_requests(self) -> list[dict[str, Any]]:
-        """The recorded chat requests that carry messages (warm-up loads have none)."""
-        return [r for r in self.requests() if isinstance(r, dict) and r.get("messages")]
+        """The recorded chat requests of turns (not loads, which carry no messages, nor
+        warm-ups, which ask for one output token)."""
+        return [r for r in self.requests() if isinstance(r, dict) and _is_turn(r)]
 
     def outcomes(self) -> list[str]:
         """How each chat request ended (``complete``, ``client_disconnected``, ...)."""
@@ -132,3 +133,9 @@ class FakeOllamaProcess:
                 self.proc.wait(5)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+
+
+def _is_turn(request: dict[str, Any]) -> bool:
+    options = request.get("options")
+    warmup = isinstance(options, dict) and options.get("num_predict") == 1
+    return bool(request.get("messages")) and not warmup

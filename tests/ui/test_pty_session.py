@@ -64,15 +64,18 @@ def test_warmup_loads_the_model_before_the_first_turn(
     app = launch.zcoder(fake.url, warmup=True)
     wait_ready(app)
     app.wait_until(lambda a: bool(fake.requests()), "a warm-up request")
-    (load,) = fake.requests()
-    assert load["model"] == DEFAULT_MODEL
-    assert load["messages"] == []
+    (warm,) = fake.requests()
+    assert warm["model"] == DEFAULT_MODEL
+    assert [m["role"] for m in warm["messages"]] == ["system"]
+    assert warm["options"]["num_predict"] == 1
     wait_status(app, " ready ")
     submit(app, "first real prompt")
     app.wait_for("Warm answer.")
     (request,) = wait_requests(fake, 1)
     # The warm-up's result is never stored: the history is the system prompt and the prompt.
     assert [m["role"] for m in request["messages"]] == ["system", "user"]
+    # It sent the first turn's prefix, so the server's prompt cache holds it.
+    assert warm["messages"] == request["messages"][:1] and warm["tools"] == request["tools"]
 
 
 def _session_number(app: PtyApp, title: str) -> str:

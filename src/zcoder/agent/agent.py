@@ -7,18 +7,20 @@ conversation-wide command grant (the user's ``a``).
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 import trio
 
-from zcoder.agent.loop import Turn, context_size
-from zcoder.agent.model import ChatRequest, ModelClient
+from zcoder.agent.loop import Turn
+from zcoder.agent.model import ModelClient
 from zcoder.agent.rounds import TurnParts
 from zcoder.agent.turns import OutcomeStatus, RelaySender, TurnOutcome, TurnRequest
+from zcoder.agent.window import Calibration, Window, decide_window
 from zcoder.approval import Approver
 from zcoder.config import Config
 from zcoder.conversation import TranscriptEvent
-from zcoder.errors import SessionError
+from zcoder.errors import ModelError, SessionError
 from zcoder.instructions import load_instructions
 from zcoder.live import Entry, TurnSink
 
@@ -27,6 +29,10 @@ if TYPE_CHECKING:
     from zcoder.tools.registry import Toolbox
 
 __all__ = ["Agent", "OutcomeStatus", "RelaySender", "TurnOutcome", "TurnRequest"]
+
+_log = logging.getLogger(__name__)
+# Asking the server for a model's context window is an extra; it must not hold a turn up.
+_ASK_WINDOW_SECONDS = 5.0
 
 
 class Agent:
@@ -51,6 +57,8 @@ class Agent:
         self._model = session.model or config.model
         self._granted = False
         self._no_thinking: set[str] = set()  # models that refused think=true
+        self._reported: dict[str, int | None] = {}  # the server's context window per model
+        self._calibrations: dict[str, Calibration] = {}
         self._scope: trio.CancelScope | None = None
 
     @property
@@ -98,15 +106,28 @@ class Agent:
         return True
 
     async def warmup(self) -> None:
-        """Load the model with a disposable request; nothing of it is kept."""
-        # The same num_ctx as the turns: another value would make Ollama load the model again.
-        num_ctx = context_size(self._config.context_window)
-        request = ChatRequest(
-            model=self._model, messages=(), think=False, num_ctx=num_ctx, num_predict=1
-        )
-        async with self._client.stream_chat(request) as chunks:
-            async for _ in chunks:
-                pass
+        """Load the model and fill the server's prompt cache with the next turn's prefix
+        (system prompt, tool schemas, the history so far), asking for one output token.
+        Nothing of it is stored in the session."""
+        parts = self._turn_parts()
+        # The same window as the turns: another num_ctx would make Ollama load it again.
+        parts.window = await self._window()
+        request = TurnRequest("user", "(warm-up)")
+        turn = Turn(parts, request, load_instructions(self._config.home, self._config.workspace))
+        await turn.warm()
+        self._keep(parts, request)
+
+    async def _window(self) -> Window:
+        """The window for the current model: asked of the server once per model (a failure
+        to ask is not an error; it is asked again next time), bounded by the config."""
+        model = self._model
+        if model not in self._reported:
+            with trio.move_on_after(_ASK_WINDOW_SECONDS):
+                try:
+                    self._reported[model] = await self._client.context_length(model)
+                except ModelError as exc:
+                    _log.debug("context window of %s not known: %r", model, exc)
+        return decide_window(self._config.context_window, self._reported.get(model))
 
     async def run_turn(self, request: TurnRequest) -> TurnOutcome:
         """Run one turn to its end. Model failures become an ``error`` outcome; a cancel
@@ -120,6 +141,7 @@ class Agent:
             turn.begin()
             self._save(parts.session)
             with scope:
+                parts.window = await self._window()
                 outcome = await turn.run()
             if scope.cancelled_caught:
                 outcome = turn.interrupt()
@@ -144,6 +166,7 @@ class Agent:
             model=lambda: self._model,
             granted=self._granted,
             think=self._config.think and self._model not in self._no_thinking,
+            calibration=self._calibrations.setdefault(self._model, Calibration()),
         )
 
     def _keep(self, parts: TurnParts, request: TurnRequest) -> None:

@@ -9,56 +9,29 @@ next request, by ``interrupt`` if the turn is cancelled.
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from zcoder.agent.loop_guard import EMPTY_REPLY_NUDGE, REPEAT_WARNING, TurnGuard
 from zcoder.agent.model import ChatChunk, ChatRequest
-from zcoder.agent.printed_calls import text_tool_call
+from zcoder.agent.printed_calls import printed_tool_calls
 from zcoder.agent.prompts import build_system_prompt
 from zcoder.agent.rounds import RoundRunner, TurnParts, describe_model_error
+from zcoder.agent.runaway import RunawayDetector
 from zcoder.agent.turns import OutcomeStatus, TurnOutcome, TurnRequest, relay_record
+from zcoder.agent.window import DEFAULT_NUM_CTX, context_notice, estimate_tokens
 from zcoder.conversation import Message, ToolCall
 from zcoder.errors import ModelError, ModelHTTPError
 from zcoder.live import StateChange, TextDelta, ThinkingDelta
 
-__all__ = [
-    "DEFAULT_NUM_CTX",
-    "STOP_MARKER",
-    "Turn",
-    "context_size",
-    "estimate_tokens",
-    "text_tool_call",
-]
+__all__ = ["DEFAULT_NUM_CTX", "STOP_MARKER", "Turn", "estimate_tokens"]
 
 _log = logging.getLogger(__name__)
 
 STOP_MARKER = "[Response generation stopped by user.]"
-# Ollama's own default context is 2-4k tokens and it silently drops the start of a longer
-# prompt; our system prompt and tools alone take much of that. Ollama clamps a larger value
-# to what the model supports.
-DEFAULT_NUM_CTX = 16384
-_CHARS_PER_TOKEN = 4
-
-
-def context_size(configured: int | None) -> int:
-    return configured or DEFAULT_NUM_CTX
-
-
-def estimate_tokens(messages: Sequence[Message], tools: Sequence[Mapping[str, Any]]) -> int:
-    """A rough prompt size (about four characters a token), enough to warn in time."""
-    chars = sum(len(m.content) + len(m.thinking) for m in messages)
-    chars += sum(
-        len(json.dumps(dict(c.arguments), default=str)) + len(c.name)
-        for m in messages
-        for c in m.tool_calls
-    )
-    chars += len(json.dumps(list(tools)))
-    return chars // _CHARS_PER_TOKEN
 
 
 @attrs.define
@@ -67,6 +40,9 @@ class _Reply:
     thinking: str = ""
     calls: list[ToolCall] = attrs.Factory(list)
     done_reason: str = ""
+    prompt_tokens: int = 0
+    runaway: str = ""  # "reply" or "thinking": the stream was stopped repeating itself
+    printed: int = 0  # calls taken from the reply's text
 
 
 class Turn:
@@ -79,6 +55,7 @@ class Turn:
         self._guard = TurnGuard()
         self._reply: _Reply | None = None
         self._context_warned = False
+        self._estimate = self._fixed_estimate = 0
         self.rounds = RoundRunner(parts, request.origin, request.sender)
 
     def begin(self) -> None:
@@ -116,11 +93,20 @@ class Turn:
 
     async def _handle(self, reply: _Reply) -> TurnOutcome | None:
         history = self._p.session.history
-        if not reply.calls and reply.content:
-            names = [s["function"]["name"] for s in self.rounds.tool_specs()]
-            printed = text_tool_call(reply.content, names)
-            if printed is not None:
-                reply.calls, reply.content = [printed], ""
+        if reply.runaway:
+            return self._fail(
+                "loop_stopped",
+                f"Stopped: the model kept repeating the same text in its {reply.runaway}; "
+                "the reply was cut off and discarded.",
+            )
+        self._take_printed_calls(reply)
+        cap = self._p.config.max_output_tokens
+        if reply.done_reason == "length" and not reply.calls and not reply.content.strip():
+            return self._fail(
+                "error",
+                f"The reply was cut off at the output limit ({cap} tokens) before it said "
+                "anything: raise --max-output-tokens.",
+            )
         if not reply.calls and not reply.content.strip():
             if self._guard.take_nudge():
                 history.append(Message(role="user", content=EMPTY_REPLY_NUDGE))
@@ -131,8 +117,16 @@ class Turn:
         )
         if reply.content.strip():
             self._p.entry("assistant", reply.content.strip())
+        if reply.printed:
+            names = ", ".join(c.name for c in reply.calls)
+            what = "a tool call" if reply.printed == 1 else f"{reply.printed} tool calls"
+            self._p.entry("system", f"Ran {what} the model printed as text ({names}).")
         if reply.done_reason == "length":
-            self._p.entry("system", "The reply was cut off: the model hit its output limit.")
+            self._p.entry(
+                "system",
+                f"The reply was cut off: the model hit its output limit ({cap} tokens, "
+                "--max-output-tokens).",
+            )
         if not reply.calls:
             self._p.sink.emit(StateChange("ready"))
             return TurnOutcome("answered", text=reply.content.strip())
@@ -146,12 +140,30 @@ class Turn:
             return None
         return await self.rounds.run(reply.calls, self._guard.steps)
 
+    def _take_printed_calls(self, reply: _Reply) -> None:
+        """A reply whose text holds tool calls becomes those calls (unless turned off)."""
+        if reply.calls or not reply.content or not self._p.config.text_tool_calls:
+            return
+        schemas: dict[str, Mapping[str, Any]] = {
+            s["function"]["name"]: s["function"].get("parameters") or {}
+            for s in self.rounds.tool_specs()
+        }
+        printed = printed_tool_calls(reply.content, schemas)
+        if printed is not None:
+            reply.calls, reply.content = list(printed.calls), printed.text
+            reply.printed = len(printed.calls)
+
     def _fail(self, status: OutcomeStatus, message: str) -> TurnOutcome:
         self._p.entry("error", message)
         self._p.sink.emit(StateChange("error", message))
         return TurnOutcome(status, error=message)
 
-    def _chat_request(self) -> ChatRequest:
+    def _chat_request(self, *, num_predict: int | None = None) -> ChatRequest:
+        """The next step's request: one fresh system message, then the whole history.
+
+        The warm-up sends the very same request with ``num_predict`` 1, so that the
+        server's prompt cache then holds the prefix of the first real step.
+        """
         specs = self.rounds.tool_specs()
         sender = self._request.sender
         prompt = build_system_prompt(
@@ -161,27 +173,53 @@ class Turn:
             instructions=self._instructions,
             relay_sender=sender.instance_id if sender is not None else "",
         )
-        messages = [Message(role="system", content=prompt), *self._p.session.history]
-        num_ctx = context_size(self._p.config.context_window)
-        self._check_context(estimate_tokens(messages, specs), num_ctx)
+        system = Message(role="system", content=prompt)
+        messages = [system, *self._p.session.history]
+        self._estimate = estimate_tokens(messages, specs)
+        self._fixed_estimate = estimate_tokens([system], specs)
+        config = self._p.config
         return ChatRequest(
             model=self._p.model(),
             messages=messages,
             tools=specs,
             think=self._p.think,
-            num_ctx=num_ctx,
+            num_ctx=self._p.window.tokens,
+            num_predict=num_predict or config.max_output_tokens,
+            temperature=config.temperature,
         )
 
-    def _check_context(self, tokens: int, num_ctx: int) -> None:
-        if tokens < num_ctx * 0.9 or self._context_warned:
+    def _check_context(self) -> None:
+        if self._context_warned:
             return
-        self._context_warned = True
-        self._p.entry(
-            "system",
-            f"The conversation (about {tokens} tokens) nearly fills the context window "
-            f"({num_ctx} tokens): the model may lose its beginning. Start a new session, "
-            "or raise --context-window.",
+        calibration = self._p.calibration
+        notice = context_notice(
+            calibration.tokens(self._estimate),
+            calibration.tokens(self._fixed_estimate),
+            self._p.window,
+            self._p.client.kind,
         )
+        if notice is not None:
+            self._context_warned = True
+            self._p.entry("system", notice)
+
+    async def warm(self) -> None:
+        """Send this turn's first request with one output token and drop the reply: the
+        model is loaded and the prompt cache filled. Only the token count is kept (it
+        calibrates the prompt-size estimate); nothing enters the session."""
+        try:
+            await self._warm_once()
+        except ModelHTTPError as exc:
+            if not (self._p.think and "does not support thinking" in exc.server_message):
+                raise
+            self._p.think = False
+            await self._warm_once()
+
+    async def _warm_once(self) -> None:
+        prompt_tokens = 0
+        async with self._p.client.stream_chat(self._chat_request(num_predict=1)) as chunks:
+            async for chunk in chunks:
+                prompt_tokens = chunk.prompt_eval_count or prompt_tokens
+        self._p.calibration.observe(self._estimate, prompt_tokens)
 
     async def _stream(self) -> _Reply:
         try:
@@ -195,11 +233,19 @@ class Turn:
 
     async def _stream_once(self) -> _Reply:
         reply = self._reply = _Reply()
+        request = self._chat_request()
+        self._check_context()
         self._p.sink.emit(StateChange("thinking"))
-        async with self._p.client.stream_chat(self._chat_request()) as chunks:
+        content, thinking = RunawayDetector(), RunawayDetector()
+        async with self._p.client.stream_chat(request) as chunks:
             async for chunk in chunks:
                 self._take(reply, chunk)
+                if content.feed(chunk.content) or thinking.feed(chunk.thinking):
+                    # Leaving the stream closes the connection: the server stops generating.
+                    reply.runaway = "reply" if content.tripped else "thinking"
+                    break
         self._reply = None
+        self._p.calibration.observe(self._estimate, reply.prompt_tokens)
         _log.debug(
             "model reply: %d chars, %d tool calls, done_reason %r",
             len(reply.content),
@@ -221,6 +267,7 @@ class Turn:
         reply.calls.extend(chunk.tool_calls)
         if chunk.done:
             reply.done_reason = chunk.done_reason
+            reply.prompt_tokens = chunk.prompt_eval_count
 
     def interrupt(self) -> TurnOutcome:
         """After a cancel: show what streamed, answer unrun calls, add the stop marker."""

@@ -8,18 +8,31 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from zcoder.conversation import Message, ToolCall
 
-__all__ = ["ChatChunk", "ChatRequest", "ModelClient", "ModelInfo"]
+if TYPE_CHECKING:
+    from zcoder.config import Config
+
+__all__ = ["ChatChunk", "ChatRequest", "ModelClient", "ModelInfo", "StallLimits"]
+
+# Prompt processing (and a model load) happen before the first token and can take minutes
+# on a CPU; once tokens flow, a long silence means the server is stuck.
+DEFAULT_FIRST_TOKEN_SECONDS = 300.0
+DEFAULT_STALL_SECONDS = 60.0
 
 
 @attrs.frozen
 class ChatRequest:
-    """Everything one model call needs; ``messages`` starts with the one system message."""
+    """Everything one model call needs; ``messages`` starts with the one system message.
+
+    ``num_ctx`` is the context window zcoder decided on (Ollama's ``options.num_ctx``),
+    ``num_predict`` the output cap of this one model step (Ollama ``options.num_predict``,
+    OpenAI ``max_tokens``), ``temperature`` None for the server's default.
+    """
 
     model: str
     messages: Sequence[Message]
@@ -27,6 +40,7 @@ class ChatRequest:
     think: bool = True
     num_ctx: int | None = None
     num_predict: int | None = None
+    temperature: float | None = None
 
 
 @attrs.frozen
@@ -57,13 +71,45 @@ class ModelInfo:
     quantization_level: str = ""
 
 
+@attrs.frozen
+class StallLimits:
+    """How long a client waits for a reply before giving up (``StreamStalled``).
+
+    ``first_token`` bounds the wait from sending a chat request to its first streamed piece
+    (covering a model load and prompt processing, retries included); ``between_tokens``
+    bounds every later silence, and every wait of the small JSON requests. Every client
+    takes one of these (``stall=``), so all backends give up alike.
+    """
+
+    first_token: float = DEFAULT_FIRST_TOKEN_SECONDS
+    between_tokens: float = DEFAULT_STALL_SECONDS
+
+    def __attrs_post_init__(self) -> None:
+        if not (self.first_token > 0 and self.between_tokens > 0):
+            raise ValueError("stall limits must be positive")
+
+    @classmethod
+    def of(cls, config: Config) -> StallLimits:
+        """The limits configured (``ZCODER_FIRST_TOKEN_TIMEOUT``, ``ZCODER_STALL_TIMEOUT``)."""
+        return cls(config.first_token_timeout, config.stall_timeout)
+
+
 class ModelClient(Protocol):
     """A chat model server.
 
     ``stream_chat`` is an async context manager yielding the chunks of one reply; leaving it
     early (cancel, error) closes the underlying stream. Failures raise ``ModelError``
     subclasses; a stream that ends without a ``done`` chunk raises ``IncompleteStream``.
+
+    ``kind`` names the server for messages ("Ollama", "llama.cpp", "LM Studio", "vLLM" or
+    "OpenAI-compatible server"). ``context_length`` is the server's real context window
+    for ``model``, None when the server does not say; it raises ``ModelError`` subclasses
+    only for transport failures, never for "not reported".
     """
+
+    kind: str
+
+    async def context_length(self, model: str) -> int | None: ...
 
     def stream_chat(
         self, request: ChatRequest

@@ -6,9 +6,11 @@ and nothing else.
 
 - A connection failure before any response byte is retried exactly once, after a short
   pause; a failure once the response has started, or an HTTP error status, never is.
-- The stall deadline (``stall_seconds``) applies to every read: waiting for the response
-  head and for each piece of the body. It is done with ``trio.fail_after`` around each read
-  because httpx's own read timeout would outlive a cancelled turn's intent.
+- The stall limits (``StallLimits``) bound every wait: from sending a chat request to its
+  first chunk (the response head included, both attempts of a retry together)
+  ``first_token``, then ``between_tokens`` for each later piece, and for every wait of the
+  small JSON requests. They are trio deadlines around each read because httpx's own read
+  timeout would outlive a cancelled turn's intent.
 - Leaving ``stream_chat`` (done, error or cancel) closes the response at once, which drops
   the connection if the reply was not complete: the server stops generating.
 """
@@ -25,8 +27,8 @@ import httpx
 import trio
 
 import zcoder
-from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo
-from zcoder.agent.ollama_stream import ChunkStream, close_response, describe
+from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo, StallLimits
+from zcoder.agent.ollama_stream import ChunkStream, close_response, describe, stall_text
 from zcoder.agent.ollama_wire import (
     ShowInfo,
     decode_models,
@@ -59,18 +61,20 @@ _MAX_ERROR_BODY = 64 * 1024
 class OllamaClient:
     """A ``ModelClient`` for one Ollama server (``base_url`` like ``http://127.0.0.1:11434``)."""
 
+    kind = "Ollama"
+
     def __init__(
         self,
         base_url: str,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
-        stall_seconds: float = 120.0,
+        stall: StallLimits | None = None,
         connect_seconds: float = 10.0,
     ) -> None:
-        if not stall_seconds > 0 or not connect_seconds > 0:
-            raise ValueError("stall_seconds and connect_seconds must be positive")
+        if not connect_seconds > 0:
+            raise ValueError("connect_seconds must be positive")
         self.base_url = base_url.rstrip("/")
-        self._stall_seconds = stall_seconds
+        self._stall = stall or StallLimits()
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             transport=transport,
@@ -99,8 +103,9 @@ class OllamaClient:
     async def stream_chat(self, request: ChatRequest) -> AsyncIterator[AsyncIterator[ChatChunk]]:
         """Stream one reply; leaving the block (even by cancel) closes the connection."""
         body = encode_chat_request(request)
-        response = await self._open("POST", "/api/chat", body, model=request.model)
-        chunks = ChunkStream(response, self._stall_seconds)
+        first_by = trio.current_time() + self._stall.first_token
+        response = await self._open("POST", "/api/chat", body, model=request.model, by=first_by)
+        chunks = ChunkStream(response, self._stall, first_by)
         try:
             yield chunks
         finally:
@@ -123,6 +128,19 @@ class OllamaClient:
         body = await self._json("POST", "/api/show", {"model": model}, model=model)
         return decode_show(body, model)
 
+    async def context_length(self, model: str) -> int | None:
+        """The model's context length from ``/api/show``; None when it says none.
+
+        Ollama's is the model's trained maximum: ``num_ctx`` decides how much of it a
+        request gets, so the caller sends the smaller of the two.
+        """
+        try:
+            return (await self.show(model)).context_length
+        except (ModelHTTPError, MalformedStream):
+            # An old server, an unknown model (the chat will say so) or an odd answer:
+            # "not reported" rather than a failure.
+            return None
+
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self._http.aclose()
@@ -135,33 +153,43 @@ class OllamaClient:
         except ValueError:
             raise MalformedStream(f"{method} {path}: the answer is not JSON") from None
 
-    async def _open(self, method: str, path: str, body: Any, *, model: str) -> httpx.Response:
+    async def _open(
+        self, method: str, path: str, body: Any, *, model: str, by: float | None = None
+    ) -> httpx.Response:
+        """Send with one retry; ``by`` is the deadline for the response head (trio's clock,
+        default ``between_tokens`` from now)."""
         request = self._http.build_request(method, path, json=body)
-        response = await self._send_with_retry(request)
+        first = by is not None
+        by = by if by is not None else trio.current_time() + self._stall.between_tokens
+        response = await self._send_with_retry(request, by, first)
         if response.status_code < 400:
             return response
         raw = await self._read_all(response, _MAX_ERROR_BODY)
         raise ModelHTTPError(response.status_code, self._http_error(response, raw, model))
 
-    async def _send_with_retry(self, request: httpx.Request) -> httpx.Response:
+    async def _send_with_retry(
+        self, request: httpx.Request, by: float, first: bool
+    ) -> httpx.Response:
         try:
-            return await self._send(request)
+            return await self._send(request, by, first)
         except _RETRYABLE:
             pass
         await trio.sleep(_RETRY_PAUSE)
         try:
-            return await self._send(request)
+            return await self._send(request, by, first)
         except _RETRYABLE as exc:
             raise self._unavailable(exc) from None
 
-    async def _send(self, request: httpx.Request) -> httpx.Response:
+    async def _send(self, request: httpx.Request, by: float, first: bool) -> httpx.Response:
         try:
-            with trio.fail_after(self._stall_seconds):
+            with trio.fail_at(by):
                 return await self._http.send(request, stream=True)
         except trio.TooSlowError:
+            if first:
+                raise StreamStalled(stall_text(self._stall, first=True)) from None
             raise StreamStalled(
                 f"the model server at {self.base_url} did not answer within "
-                f"{self._stall_seconds:g}s"
+                f"{self._stall.between_tokens:g}s"
             ) from None
         except _RETRYABLE:
             raise
@@ -179,7 +207,7 @@ class OllamaClient:
         """Up to ``limit`` bytes of a (small) body, then the response is closed."""
         parts: list[bytes] = []
         size = 0
-        reader = ChunkStream(response, self._stall_seconds)
+        reader = ChunkStream(response, self._stall)
         try:
             while size < limit and (data := await reader.read_raw()) is not None:
                 parts.append(data)

@@ -12,11 +12,11 @@ from collections import deque
 import httpx
 import trio
 
-from zcoder.agent.model import ChatChunk
+from zcoder.agent.model import ChatChunk, StallLimits
 from zcoder.agent.ollama_wire import LineSplitter, decode_chat_line
 from zcoder.errors import IncompleteStream, ModelError, StreamStalled
 
-__all__ = ["ChunkStream", "close_response", "describe"]
+__all__ = ["ChunkStream", "close_response", "describe", "stall_text"]
 
 _CLOSE_SECONDS = 2.0
 _DRAIN_SECONDS = 1.0
@@ -48,12 +48,33 @@ def _first_errno(exc: BaseException | None, *, depth: int) -> int | None:
     return _first_errno(exc.__cause__ or exc.__context__, depth=depth + 1)
 
 
-class ChunkStream:
-    """The chat chunks of one response; every read is under the stall deadline."""
+def stall_text(stall: StallLimits, *, first: bool) -> str:
+    """Why a reply was given up, naming the setting that allows more time."""
+    if first:
+        return (
+            f"the model server started no reply within {stall.first_token:g}s (loading the "
+            "model and reading the prompt took longer; ZCODER_FIRST_TOKEN_TIMEOUT allows more)"
+        )
+    return (
+        f"the model server sent nothing for {stall.between_tokens:g}s; gave up on the reply "
+        "(ZCODER_STALL_TIMEOUT allows more)"
+    )
 
-    def __init__(self, response: httpx.Response, stall_seconds: float) -> None:
+
+class ChunkStream:
+    """The chat chunks of one response; every read is under a stall deadline.
+
+    Until the first chunk, reads share the absolute deadline ``first_by`` (trio's clock,
+    set when the request was sent: a model load and prompt processing come first); after
+    it, or always when ``first_by`` is None, each read gets ``stall.between_tokens``.
+    """
+
+    def __init__(
+        self, response: httpx.Response, stall: StallLimits, first_by: float | None = None
+    ) -> None:
         self._bytes = response.aiter_bytes()
-        self._stall_seconds = stall_seconds
+        self._stall = stall
+        self._first_by = first_by
         self._splitter = LineSplitter()
         self._lines: deque[bytes] = deque()
         self._finished = False
@@ -72,6 +93,7 @@ class ChunkStream:
             self._finished = True
             raise
         self._finished = self._done = chunk.done
+        self._first_by = None
         return chunk
 
     async def _next_chunk(self) -> ChatChunk:
@@ -90,17 +112,17 @@ class ChunkStream:
 
     async def read_raw(self) -> bytes | None:
         """The next piece of the body as it arrived, or ``None`` at its end."""
+        first_by = self._first_by
+        deadline = trio.current_time() + self._stall.between_tokens
         try:
-            with trio.fail_after(self._stall_seconds):
+            with trio.fail_at(first_by if first_by is not None else deadline):
                 return await anext(self._bytes)
         except StopAsyncIteration:
             self._exhausted = True
             return None
         except trio.TooSlowError:
             self._exhausted = True
-            raise StreamStalled(
-                f"the model server sent nothing for {self._stall_seconds:g}s; gave up on the reply"
-            ) from None
+            raise StreamStalled(stall_text(self._stall, first=first_by is not None)) from None
         except httpx.HTTPError as exc:
             self._exhausted = True
             raise IncompleteStream(f"the connection broke mid-reply: {describe(exc)}") from None

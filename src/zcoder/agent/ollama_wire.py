@@ -59,11 +59,13 @@ def encode_chat_request(request: ChatRequest) -> dict[str, Any]:
         "stream": True,
         "think": request.think,
     }
-    options: dict[str, int] = {}
+    options: dict[str, int | float] = {}
     if request.num_ctx is not None:
         options["num_ctx"] = request.num_ctx
     if request.num_predict is not None:
         options["num_predict"] = request.num_predict
+    if request.temperature is not None:
+        options["temperature"] = request.temperature
     if options:
         body["options"] = options
     return body

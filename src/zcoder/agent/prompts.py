@@ -72,21 +72,22 @@ def build_system_prompt(
     instructions: str = "",
     relay_sender: str = "",
 ) -> str:
-    """The one system message. ``relay_sender`` names the sender instance of a relayed turn."""
-    parts = [
-        _SYSADMIN if profile == "sysadmin" else _CODING,
-        f"Workspace: {workspace}",
-        _TOOL_RULES,
-        _RELAY,
-    ]
+    """The one system message. ``relay_sender`` names the sender instance of a relayed turn.
+
+    The parts that are the same everywhere come first and those of one workspace or one
+    turn last, so that a server's prompt cache (filled by the warm-up) keeps the longest
+    common prefix: the workspace line, then the project instructions, then the relay sender.
+    """
+    parts = [_SYSADMIN if profile == "sysadmin" else _CODING, _TOOL_RULES, _RELAY]
     if "send_agent_message" in tool_names:
         parts.append(_SEND_RULES)
+    parts.append(f"Workspace: {workspace}")
+    if instructions.strip():
+        parts.append(_INSTRUCTIONS.format(text=instructions.strip()))
     if relay_sender and "send_agent_message" in tool_names:
         parts.append(
             f"This turn was relayed by the zcoder instance {relay_sender}. In this turn, "
             f"send_agent_message may only reply to that exact instance ({relay_sender}); "
             "never forward the task to anyone else."
         )
-    if instructions.strip():
-        parts.append(_INSTRUCTIONS.format(text=instructions.strip()))
     return "\n\n".join(parts)

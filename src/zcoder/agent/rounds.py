@@ -14,6 +14,7 @@ import attrs
 from zcoder.agent.approvals import SEND, Approvals, Refusal, refusal
 from zcoder.agent.model import ModelClient
 from zcoder.agent.turns import RelaySender, TurnOutcome
+from zcoder.agent.window import DEFAULT_NUM_CTX, Calibration, Window
 from zcoder.approval import Approver
 from zcoder.config import Config
 from zcoder.conversation import EventRole, Message, Origin, ToolCall, TranscriptEvent
@@ -37,6 +38,7 @@ __all__ = ["CANCELLED_TEXT", "INTERRUPTED_TEXT", "RoundRunner", "TurnParts", "de
 
 _log = logging.getLogger(__name__)
 
+_DEFAULT_WINDOW = Window(DEFAULT_NUM_CTX)
 CANCELLED_TEXT = "not executed because the user cancelled"
 INTERRUPTED_TEXT = "interrupted because the user cancelled"
 
@@ -44,7 +46,9 @@ INTERRUPTED_TEXT = "interrupted because the user cancelled"
 @attrs.define
 class TurnParts:
     """What a turn works with. ``granted`` is the conversation-wide ``a`` grant; the agent
-    copies it (and ``think``) in before a turn and back out after it."""
+    copies it (and ``think``) in before a turn and back out after it. ``window`` is the
+    context window decided for the model, ``calibration`` the model's token-count
+    correction (the agent keeps one per model)."""
 
     config: Config
     client: ModelClient
@@ -55,6 +59,8 @@ class TurnParts:
     model: Callable[[], str]
     granted: bool = False
     think: bool = True  # off once the model refused thinking; the agent keeps that per model
+    window: Window = _DEFAULT_WINDOW
+    calibration: Calibration = attrs.Factory(Calibration)
 
     def entry(self, role: EventRole, text: str, meta: Mapping[str, str] | None = None) -> None:
         """Persist a visible transcript entry in the session and show it."""

@@ -22,6 +22,7 @@ import outcome
 import trio
 
 from zcoder import __version__
+from zcoder.agent.model import StallLimits
 from zcoder.agent.ollama import OllamaClient
 from zcoder.app.backend import AgentBackend
 from zcoder.commands import complete
@@ -164,7 +165,7 @@ async def _trio_main(
     config: Config, store: SessionStore, session: Session, state: _Exit, runtime_dir: Path
 ) -> None:
     token = trio.lowlevel.current_trio_token()
-    async with OllamaClient(config.host) as client:
+    async with OllamaClient(config.host, stall=StallLimits.of(config)) as client:
         backend = AgentBackend(config, store, session, client, runtime_dir)
         try:
             await _run_root(config, backend, token, state)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +80,8 @@ class ScriptedClient:
             raise reply
         self.open_streams += 1
         try:
-            yield self._chunks(reply)
+            async with aclosing(self._chunks(reply)) as chunks:  # closed even when left early
+                yield chunks
         finally:
             self.open_streams -= 1
 

@@ -229,9 +229,11 @@ async def test_warmup_is_disposable(
     assert stack.session.history == [] and stack.session.events == []
 
 
-async def test_warmup_sends_the_first_turns_prefix(fake: FakeOllama, workspace: Path) -> None:
+async def test_warmup_sends_the_first_turns_prefix(
+    open_stack: OpenStack, fake: FakeOllama, workspace: Path
+) -> None:
     fake.set_script({"responses": [{"chunks": [{"content": "ok"}]}], "context_length": 8192})
-    stack = Stack(fake, workspace)
+    stack = open_stack()
     await stack.agent.warmup()
     assert await stack.agent.run_turn(TurnRequest("user", "q")) == TurnOutcome("answered", "ok")
     warm, first = fake.requests
@@ -247,9 +249,9 @@ async def test_warmup_sends_the_first_turns_prefix(fake: FakeOllama, workspace: 
 
 
 async def test_warmup_of_a_resumed_session_includes_its_history(
-    fake: FakeOllama, workspace: Path
+    open_stack: OpenStack, fake: FakeOllama, workspace: Path
 ) -> None:
-    stack = Stack(fake, workspace)
+    stack = open_stack()
     await stack.agent.run_turn(TurnRequest("user", "first"))
     await stack.agent.warmup()
     turn, warm = fake.requests
@@ -259,9 +261,9 @@ async def test_warmup_of_a_resumed_session_includes_its_history(
 
 
 async def test_warmup_of_a_model_without_thinking_asks_again_without_it(
-    fake: FakeOllama, workspace: Path
+    open_stack: OpenStack, fake: FakeOllama, workspace: Path
 ) -> None:
-    stack = Stack(fake, workspace)
+    stack = open_stack()
     calls: list[bool] = []
     real = stack.client.stream_chat
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -85,7 +85,7 @@ class ScriptedClient:
         finally:
             self.open_streams -= 1
 
-    async def _chunks(self, reply: Sequence[Item]) -> AsyncIterator[ChatChunk]:
+    async def _chunks(self, reply: Sequence[Item]) -> AsyncGenerator[ChatChunk, None]:
         for item in reply:
             await trio.lowlevel.checkpoint()
             if item is HANG:

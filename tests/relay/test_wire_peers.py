@@ -151,6 +151,7 @@ async def test_send_to_a_zsh_peer_every_status(relay_dir: Path) -> None:
             env = make_enqueue(mid, target=peer.instance_id, sender=sender.instance_id)
             ack = await client.send(peer.socket, env, io_timeout=5)
             assert (ack.status, ack.message_id, ack.queue_position) == (status, mid, None)
+            assert ack.stored is (status == "duplicate")
 
 
 async def test_send_accepted_then_duplicate(relay_dir: Path, zsh: ZshPeer) -> None:
@@ -158,6 +159,7 @@ async def test_send_accepted_then_duplicate(relay_dir: Path, zsh: ZshPeer) -> No
     env = make_enqueue(f"{sender.instance_id}-1", target=zsh.instance_id, sender=sender.instance_id)
     first = await client.send(zsh.socket, env, io_timeout=5)
     assert (first.status, first.queue_position, first.state) == ("accepted", 1, "busy")
+    assert first.stored
     again = await client.send(zsh.socket, env, io_timeout=5)
     assert (again.status, again.queue_position) == ("duplicate", None)
 
@@ -169,6 +171,7 @@ async def test_a_retry_answered_duplicate_means_stored(relay_dir: Path) -> None:
         env = make_enqueue(mid, target=peer.instance_id, sender=sender.instance_id)
         ack = await client.send(peer.socket, env, io_timeout=5)
         assert (ack.status, ack.message_id, ack.queue_position) == ("duplicate", mid, None)
+        assert ack.stored
         [(first, dropped), (second, answered)] = peer.requests()
     assert (dropped, answered) == (None, "duplicate")
     assert first == second  # the same envelope, so the same message id

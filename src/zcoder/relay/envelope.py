@@ -213,6 +213,13 @@ class Ack:
         if self.queue_position is not None and self.status != "accepted":
             raise _FieldError("queue_position comes only with accepted")
 
+    @property
+    def stored(self) -> bool:
+        """Whether the receiver holds the message: ``accepted``, or ``duplicate`` (an
+        earlier attempt with this id got through, perhaps our own first one before the
+        retry). Every other status means it was not stored."""
+        return self.status in ("accepted", "duplicate")
+
 
 @attrs.frozen
 class Limits:

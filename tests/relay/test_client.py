@@ -96,6 +96,28 @@ async def test_a_retry_answered_by_a_zsh_duplicate(short_tmp: Path) -> None:
     assert len(seen) == 2 and seen[0] == seen[1]
 
 
+@pytest.mark.parametrize(
+    "status",
+    ["accepted", "duplicate", "paused", "full", "invalid", "wrong_target", "unsupported"],
+)
+async def test_the_retry_judges_a_zsh_ack_by_its_status(short_tmp: Path, status: str) -> None:
+    path = short_tmp / "a.sock"
+    position = 2 if status == "accepted" else 0
+    reply = zsh_frame(zsh_ack(MID, status, queue_position=position))
+    async with scripted(path, answer(b"", reply)) as seen:
+        ack = await send(path, enqueue_env(), io_timeout=5)
+    assert (ack.status, ack.queue_position, ack.state) == (status, position or None, "ready")
+    assert ack.stored is (status in ("accepted", "duplicate"))
+    assert len(seen) == 2 and seen[0] == seen[1]
+
+
+async def test_a_zsh_pong_to_an_enqueue_is_refused(short_tmp: Path) -> None:
+    path = short_tmp / "a.sock"
+    async with scripted(path, answer(zsh_frame(zsh_ack(MID, "pong")))):
+        with pytest.raises(RelayTransportError, match="answered an enqueue with pong"):
+            await send(path, enqueue_env(), io_timeout=5)
+
+
 async def test_ping_takes_a_zsh_pong(short_tmp: Path) -> None:
     async def pong(stream: trio.SocketStream, payload: bytes, n: int) -> None:
         reply = zsh_ack(json.loads(payload)["message_id"], "pong", state="busy")

@@ -29,6 +29,7 @@ What it can be told to do instead (command-line options, or ``ZshPeer(...)`` arg
 * ``--state S``: the state it reports (``paused`` also makes enqueues ``paused``);
 * ``--drop-first``: read a new message id's enqueue, store it, and close without an ack
   (the sender's retry is then answered ``duplicate``);
+* ``--nonce DIGITS``: the instance id's nonce (default: 20 random digits);
 * ``--manifest-extra JSON``: keys added to the manifest after the spec's fields (a newer
   peer);
 * ``--log FILE``: one JSON line per request, ``{"payload": <hex>, "answer": <status or
@@ -404,6 +405,7 @@ class ZshPeer:
         manifest_extra: dict[str, Any] | None = None,
         project: str = "zsh-project",
         workspace: str = "/work/zsh-project",
+        nonce: str = "",
     ) -> None:
         self.log = relay_dir.parent / f"zsh-{secrets.token_hex(4)}.log"
         args = [
@@ -424,6 +426,8 @@ class ZshPeer:
             workspace,
             "--log",
             os.fspath(self.log),
+            "--nonce",
+            nonce,
         ]
         if status is not None:
             args += ["--status", status]

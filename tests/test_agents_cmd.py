@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.relay.helpers import PeerProcess
+from tests.relay.zsh_peer import ZshPeer
 from zcoder.agents_cmd import run_agents
 
 _REPO = Path(__file__).resolve().parents[1]
@@ -96,6 +97,22 @@ def test_one_peer_table_and_json(short_tmp: Path) -> None:
         assert json.loads(out.stdout)[0]["state"] == "paused"
     out = agents(relay_dir)
     assert out.stdout == "No other local zcoder instances are available.\n"
+
+
+def test_a_zsh_peer_is_listed(short_tmp: Path) -> None:
+    """A live peer of the other implementation: acks with ``queue_position`` 0 and
+    ``state`` on every status, a 0644 manifest without a trailing newline, a 20-digit nonce."""
+    relay_dir = short_tmp / "agents"
+    relay_dir.mkdir(mode=0o700)
+    with ZshPeer(relay_dir, state="paused", project="digest-zsh", workspace="/w/d") as peer:
+        out = agents(relay_dir)
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        assert lines[1].split() == ["digest-zsh", str(peer.pid), "paused", peer.instance_id, "/w/d"]
+        out = agents(relay_dir, "--json")
+        [record] = json.loads(out.stdout)
+        assert (record["instance_id"], record["state"]) == (peer.instance_id, "paused")
+        assert [answer for _, answer in peer.requests()] == ["pong", "pong"]
 
 
 def test_unsafe_dir_exits_1_with_the_reason(short_tmp: Path) -> None:

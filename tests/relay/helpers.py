@@ -171,7 +171,8 @@ class PeerProcess:
             os.fspath(self.runtime_dir),
             *extra,
         ]
-        env = dict(os.environ, PYTHONPATH=os.fspath(_REPO))
+        # This checkout's sources, not whichever zcoder is installed.
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(map(os.fspath, (_REPO, _REPO / "src"))))
         self.proc = subprocess.Popen(
             args, cwd=_REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )

@@ -15,6 +15,7 @@ import trio
 import trio.testing
 
 from tests.relay.wire_fakes import ME, SENDER, ack_frame, enqueue_env
+from tests.relay.zsh_peer import zsh_ack, zsh_frame
 from zcoder.errors import RelayTransportError
 from zcoder.relay import wire
 from zcoder.relay.client import finish_ping, new_message_id, ping, send, start_ping
@@ -71,6 +72,61 @@ async def test_send_returns_the_exact_status(short_tmp: Path) -> None:
         assert ack == Ack(1, "ack", MID, status)
         assert len(seen) == 1
         assert json.loads(seen[0])["message_id"] == MID
+
+
+@pytest.mark.parametrize(
+    "status", ["duplicate", "paused", "full", "invalid", "wrong_target", "unsupported"]
+)
+async def test_send_judges_a_zsh_ack_by_its_status(short_tmp: Path, status: str) -> None:
+    """The other implementation's acks carry ``queue_position`` 0 and ``state`` always."""
+    path = short_tmp / "a.sock"
+    mid = "" if status == "invalid" else MID
+    reply = zsh_frame(zsh_ack(mid, status, state="paused"))
+    async with scripted(path, answer(reply)):
+        ack = await send(path, enqueue_env(), io_timeout=5)
+    assert ack == Ack(1, "ack", mid, status, None, "paused")
+
+
+async def test_a_retry_answered_by_a_zsh_duplicate(short_tmp: Path) -> None:
+    """Stored by the first attempt, which got no ack: the retry's ``duplicate`` says so."""
+    path = short_tmp / "a.sock"
+    async with scripted(path, answer(b"", zsh_frame(zsh_ack(MID, "duplicate")))) as seen:
+        ack = await send(path, enqueue_env(), io_timeout=5)
+    assert (ack.status, ack.queue_position, ack.state) == ("duplicate", None, "ready")
+    assert len(seen) == 2 and seen[0] == seen[1]
+
+
+@pytest.mark.parametrize(
+    "status",
+    ["accepted", "duplicate", "paused", "full", "invalid", "wrong_target", "unsupported"],
+)
+async def test_the_retry_judges_a_zsh_ack_by_its_status(short_tmp: Path, status: str) -> None:
+    path = short_tmp / "a.sock"
+    position = 2 if status == "accepted" else 0
+    reply = zsh_frame(zsh_ack(MID, status, queue_position=position))
+    async with scripted(path, answer(b"", reply)) as seen:
+        ack = await send(path, enqueue_env(), io_timeout=5)
+    assert (ack.status, ack.queue_position, ack.state) == (status, position or None, "ready")
+    assert ack.stored is (status in ("accepted", "duplicate"))
+    assert len(seen) == 2 and seen[0] == seen[1]
+
+
+async def test_a_zsh_pong_to_an_enqueue_is_refused(short_tmp: Path) -> None:
+    path = short_tmp / "a.sock"
+    async with scripted(path, answer(zsh_frame(zsh_ack(MID, "pong")))):
+        with pytest.raises(RelayTransportError, match="answered an enqueue with pong"):
+            await send(path, enqueue_env(), io_timeout=5)
+
+
+async def test_ping_takes_a_zsh_pong(short_tmp: Path) -> None:
+    async def pong(stream: trio.SocketStream, payload: bytes, n: int) -> None:
+        reply = zsh_ack(json.loads(payload)["message_id"], "pong", state="busy")
+        await stream.send_all(zsh_frame(reply))
+
+    path = short_tmp / "a.sock"
+    async with scripted(path, pong):
+        ack = await ping(path, target_instance_id=ME, sender_instance_id=SENDER)
+    assert (ack.status, ack.queue_position, ack.state) == ("pong", None, "busy")
 
 
 async def test_send_carries_queue_position(short_tmp: Path) -> None:

@@ -164,7 +164,7 @@ def test_accepted_boundaries() -> None:
             sender_project="p" * 256,
             sender_workspace="/" + "w" * 4095,
             created_at=0,
-            message_id="x" * 100,
+            message_id="42110-18471001-" + "x" * 85,
         )
     )
     assert isinstance(env, Enqueue) and len(env.sender_project) == 256
@@ -236,10 +236,70 @@ def test_unparseable_payloads(payload: bytes) -> None:
     assert (info.value.status, info.value.message_id) == ("invalid", "")
 
 
-def test_ping_fields_are_strict() -> None:
-    assert rejected(ping_dict(body="x")) == ("invalid", "m1")
-    assert rejected(ping_dict(sender_instance_id=MISSING)) == ("invalid", "m1")
-    assert rejected(ping_dict(target_instance_id="1-abcd")) == ("wrong_target", "m1")
+@pytest.mark.parametrize(
+    "sender", ["42110-18471001", "observer-27880", "any printable text, é 漢字", "x" * 256]
+)
+def test_a_ping_is_answered_whatever_its_ids_look_like(sender: str) -> None:
+    zsh = ping_dict(message_id="ping-27880-13764", sender_instance_id=sender)
+    assert decode(zsh) == Ping(1, "ping", "ping-27880-13764", ME, sender)
+    odd = ping_dict(message_id="ping 1: é", sender_instance_id=sender, newer_key=1)
+    assert decode(odd) == Ping(1, "ping", "ping 1: é", ME, sender)  # unknown keys ignored
+
+
+@pytest.mark.parametrize(
+    ("changes", "echo"),
+    [
+        ({"sender_instance_id": MISSING}, "m1"),
+        ({"sender_instance_id": ""}, "m1"),
+        ({"sender_instance_id": "x" * 257}, "m1"),
+        ({"sender_instance_id": "a\x1bb"}, "m1"),
+        ({"sender_instance_id": "a\u202eb"}, "m1"),
+        ({"sender_instance_id": 42110}, "m1"),
+        ({"message_id": MISSING}, ""),
+        ({"message_id": ""}, ""),
+        ({"message_id": "line\nbreak"}, ""),
+        ({"message_id": "x" * 257}, ""),
+        ({"message_id": ["m1"]}, ""),
+    ],
+)
+def test_a_pings_ids_stay_bounded_and_printable(changes: dict[str, Any], echo: str) -> None:
+    assert rejected(ping_dict(**changes)) == ("invalid", echo)
+
+
+def test_a_ping_still_needs_our_id_and_version() -> None:
+    assert rejected(ping_dict(target_instance_id="1-abcd", message_id="p 1")) == (
+        "wrong_target",
+        "p 1",
+    )
+    assert rejected(ping_dict(protocol=2))[0] == "unsupported"
+    assert rejected(ping_dict(protocol="1"))[0] == "invalid"
+
+
+@pytest.mark.parametrize(
+    ("changes", "echo"),
+    [
+        ({"message_id": "42302-18473291-1"}, "42302-18473291-1"),  # another instance's id
+        ({"message_id": "42110-18471001"}, "42110-18471001"),
+        ({"message_id": "42110-184710011-1"}, "42110-184710011-1"),
+        ({"message_id": "m1"}, "m1"),
+        ({"sender_instance_id": "observer-42110"}, "42110-18471001-3"),  # enqueue is strict
+    ],
+)
+def test_a_message_id_begins_with_its_sender(changes: dict[str, Any], echo: str) -> None:
+    assert rejected(enqueue_dict(**changes)) == ("invalid", echo)
+
+
+def test_the_zsh_enqueue_is_accepted() -> None:
+    zsh = (
+        '{"protocol":1,"type":"enqueue","message_id":"13565-17960041672724223065-1",'
+        '"target_instance_id":"42302-18473291","sender_instance_id":"13565-17960041672724223065",'
+        '"sender_pid":13565,"sender_project":"weekly-digest","sender_workspace":"/work/a/b",'
+        '"body":"raw UTF-8 ✓ 🎉 a/b/c \\\\ \\"q\\" \\u001b[0m","created_at":1788012245}'
+    ).encode()
+    env = decode_request(zsh, my_instance_id=ME, limits=Limits())
+    assert isinstance(env, Enqueue)
+    assert env.body == 'raw UTF-8 ✓ 🎉 a/b/c \\ "q" \x1b[0m'
+    assert env.sender_instance_id == "13565-17960041672724223065"
 
 
 def test_rejected_is_a_relay_error() -> None:
@@ -279,11 +339,12 @@ def test_decode_ack_ignores_unknown_keys() -> None:
         b'{"protocol":"1","type":"ack","message_id":"m","status":"accepted"}',
         b'{"protocol":2,"type":"ack","message_id":"m","status":"accepted"}',
         b'{"protocol":1,"type":"enqueue","message_id":"m","status":"accepted"}',
-        b'{"protocol":1,"type":"ack","message_id":"bad id","status":"accepted"}',
-        b'{"protocol":1,"type":"ack","message_id":"m","status":"accepted","queue_position":0}',
-        b'{"protocol":1,"type":"ack","message_id":"m","status":"accepted","queue_position":true}',
-        b'{"protocol":1,"type":"ack","message_id":"m","status":"pong","state":"asleep"}',
+        b'{"protocol":1,"type":"ack","message_id":"bad\\nid","status":"accepted"}',
+        b'{"protocol":1,"type":"ack","message_id":"' + b"m" * 257 + b'","status":"accepted"}',
+        b'{"protocol":1,"type":"ack","message_id":7,"status":"accepted"}',
+        b'{"protocol":1,"type":"ack","status":"accepted"}',
         b'{"protocol":1,"type":"ack","message_id":"m"}',
+        b'{"protocol":1,"type":"ack","message_id":"m","status":"pong","protocol":1}',
     ],
 )
 def test_bad_acks(payload: bytes) -> None:
@@ -291,9 +352,51 @@ def test_bad_acks(payload: bytes) -> None:
         decode_ack(payload)
 
 
+@pytest.mark.parametrize("status", ["duplicate", "paused", "full", "invalid", "pong"])
+@pytest.mark.parametrize("position", ["0", "1", "7", "-1", "null", "true", '"3"', "1.5"])
+def test_queue_position_is_ignored_on_other_statuses(status: str, position: str) -> None:
+    payload = '{"protocol":1,"type":"ack","message_id":"m","status":"%s","queue_position":%s}'
+    assert decode_ack((payload % (status, position)).encode()) == Ack(1, "ack", "m", status)
+
+
+@pytest.mark.parametrize(
+    ("position", "read"),
+    [
+        ("1", 1),
+        ("16", 16),
+        ("0", None),
+        ("-1", None),
+        ("true", None),
+        ('"2"', None),
+        ("null", None),
+    ],
+)
+def test_queue_position_is_read_with_accepted(position: str, read: int | None) -> None:
+    payload = '{"protocol":1,"type":"ack","message_id":"m","status":"accepted","queue_position":%s}'
+    assert decode_ack((payload % position).encode()).queue_position == read
+
+
+@pytest.mark.parametrize("status", ["accepted", "duplicate", "paused", "invalid", "pong"])
+@pytest.mark.parametrize(
+    ("state", "read"),
+    [('"ready"', "ready"), ('"busy"', "busy"), ('"paused"', "paused"), ('"asleep"', None),
+     ("1", None), ("null", None)],
+)  # fmt: skip
+def test_state_is_read_on_every_ack(status: str, state: str, read: str | None) -> None:
+    payload = '{"protocol":1,"type":"ack","message_id":"m","status":"%s","state":%s,"x":[1]}'
+    assert decode_ack((payload % (status, state)).encode()).state == read
+
+
+def test_an_ack_echoes_a_pings_printable_id() -> None:
+    pong = Ack(1, "ack", "observer ping 1", "pong", state="ready")
+    assert decode_ack(encode_envelope(pong)) == pong
+
+
 def test_constructors_validate() -> None:
     with pytest.raises(ValueError, match="message_id"):
-        Ping(1, "ping", "bad id", ME, ME)
+        Ping(1, "ping", "bad\nid", ME, ME)
+    with pytest.raises(ValueError, match="queue_position comes only with accepted"):
+        Ack(1, "ack", "m", "duplicate", 1)
     with pytest.raises(ValueError, match="protocol"):
         Ack(2, "ack", "m", "accepted")
     with pytest.raises(ValueError, match="does not start with sender_pid"):

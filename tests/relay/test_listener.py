@@ -19,6 +19,7 @@ import trio.testing
 
 from tests.relay.wire_fakes import (
     ME,
+    SENDER,
     FakeSpool,
     SenderCheck,
     ack_frame,
@@ -84,10 +85,10 @@ async def test_spool_statuses_pass_through() -> None:
         MID, "accepted", queue_position=1
     )
     assert await exchange(listener, frame(enqueue_obj())) == ack_frame(MID, "duplicate")
-    second = enqueue_obj(message_id="m2")
-    assert await exchange(listener, frame(second)) == ack_frame("m2", "full")
+    second = enqueue_obj(message_id=f"{SENDER}-2")
+    assert await exchange(listener, frame(second)) == ack_frame(f"{SENDER}-2", "full")
     spool.paused = True
-    assert await exchange(listener, frame(second)) == ack_frame("m2", "paused")
+    assert await exchange(listener, frame(second)) == ack_frame(f"{SENDER}-2", "paused")
     assert [env.message_id for env, _ in spool.items] == [MID]
 
 
@@ -274,11 +275,14 @@ async def test_over_a_real_socket(short_tmp: Path) -> None:
     async with serving(listener, short_tmp / "a.sock") as path:
         pong = await client.ping(path, target_instance_id=ME, sender_instance_id="42110-abcd")
         assert (pong.status, pong.state) == ("pong", "ready")
-        mine = enqueue_obj(sender_pid=os.getpid(), sender_instance_id=f"{os.getpid()}-abcd")
-        assert await raw_request(path, frame(mine)) == ack_frame(MID, "accepted", queue_position=1)
-        other = enqueue_obj(message_id="m2")
+        me = f"{os.getpid()}-abcd"
+        mine = enqueue_obj(sender_pid=os.getpid(), sender_instance_id=me, message_id=f"{me}-1")
+        assert await raw_request(path, frame(mine)) == ack_frame(
+            f"{me}-1", "accepted", queue_position=1
+        )
+        other = enqueue_obj(message_id=f"{SENDER}-2")
         assert await raw_request(path, frame(other)) == ack_frame(
-            "m2", "accepted", queue_position=2
+            f"{SENDER}-2", "accepted", queue_position=2
         )
     assert [verified for _, verified in spool.items] == [True, False]
 
@@ -327,7 +331,9 @@ async def test_many_clients_at_once(short_tmp: Path) -> None:
     results: dict[int, Ack] = {}
 
     async def one(path: Path, i: int) -> None:
-        results[i] = await client.send(path, enqueue_env(message_id=f"m{i}"), io_timeout=5.0)
+        results[i] = await client.send(
+            path, enqueue_env(message_id=f"{SENDER}-m{i}"), io_timeout=5.0
+        )
 
     async with serving(listener, short_tmp / "a.sock") as path, trio.open_nursery() as nursery:
         for i in range(40):
@@ -510,12 +516,14 @@ async def test_ping_and_enqueue_between_two_processes(short_tmp: Path) -> None:
             assert (pong.status, pong.state) == ("pong", "busy")
             me = f"{os.getpid()}-test"
             body = 'tabs\tquotes " backslash \\ glob *?[] emoji 😀\nline two'
-            env = enqueue_env(sender_pid=os.getpid(), sender_instance_id=me, body=body)
+            env = enqueue_env(
+                sender_pid=os.getpid(), sender_instance_id=me, message_id=f"{me}-1", body=body
+            )
             first = await client.send(path, env, io_timeout=5)
             assert (first.status, first.queue_position) == ("accepted", 1)
             assert (await client.send(path, env, io_timeout=5)).status == "duplicate"
             line = await read_line(proc.stdout, buffer)
-            assert line.decode() == f"stored {MID} True {body!r}"
+            assert line.decode() == f"stored {me}-1 True {body!r}"
     finally:
         proc.kill()
         with trio.CancelScope(shield=True), trio.move_on_after(10):

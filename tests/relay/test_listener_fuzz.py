@@ -13,7 +13,15 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.relay.wire_fakes import ME, FakeSpool, enqueue_obj, frame, make_listener, ping_obj
+from tests.relay.wire_fakes import (
+    ME,
+    SENDER,
+    FakeSpool,
+    enqueue_obj,
+    frame,
+    make_listener,
+    ping_obj,
+)
 from zcoder.errors import FrameError, RelayTransportError
 from zcoder.relay.envelope import Ack, Limits, Rejected, decode_ack, decode_request
 from zcoder.relay.listener import Listener
@@ -134,9 +142,9 @@ def test_any_input_gets_one_valid_ack_or_a_close(data: bytes, cuts: list[int], e
         stats = listener.statistics()
         assert (stats.errors, stats.active) == (0, 0)
         # and it keeps serving: a valid request afterwards gets its exact answer
-        fresh = frame(enqueue_obj(message_id="after-the-fuzz"))
+        fresh = frame(enqueue_obj(message_id=f"{SENDER}-after-the-fuzz"))
         ack = parse_reply(await one_connection(listener, [fresh], True))
-        assert (ack.status, ack.message_id) == ("accepted", "after-the-fuzz")
+        assert (ack.status, ack.message_id) == ("accepted", f"{SENDER}-after-the-fuzz")
         ack = parse_reply(await one_connection(listener, [frame(ping_obj())], False))
         assert (ack.status, ack.state) == ("pong", "ready")
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 import os
 import socket
 import stat
@@ -250,8 +251,8 @@ async def test_malformed_manifests_are_skipped(relay_dir: Path, content: bytes) 
 @pytest.mark.parametrize(
     "mutate",
     [
-        lambda o: o.update(extra=1),
         lambda o: o.pop("model"),
+        lambda o: o.update(extra=1, model=None),  # a new key does not excuse a bad known one
         lambda o: o.update(pid="100"),
         lambda o: o.update(pid=True),
         lambda o: o.update(protocol=2),
@@ -269,6 +270,88 @@ async def test_inconsistent_manifests_are_skipped(relay_dir: Path, mutate: objec
         (relay_dir / "a-100-aaaa.json").write_text(json.dumps(obj))
         assert await find(relay_dir) == []
         nursery.cancel_scope.cancel()
+
+
+async def test_unknown_manifest_keys_are_ignored(relay_dir: Path) -> None:
+    """A newer peer's manifest: the version-1 fields checked, the others ignored."""
+    async with trio.open_nursery() as nursery:
+        m = await serve_fake_peer(nursery, relay_dir, "100-aaaa")
+        obj = {**attrs.asdict(m), "agent_name": "digest", "caps": ["receipts"], "n": {"a": 1}}
+        (relay_dir / "a-100-aaaa.json").write_text(json.dumps(obj))
+        [peer] = await discover(relay_dir, exclude_instance_id=None, io_timeout=2)
+        assert peer.manifest == m
+        assert list(peer_record(peer)) == [k for k in attrs.asdict(m) if k != "protocol"]
+        nursery.cancel_scope.cancel()
+
+
+def test_the_zsh_manifest_is_accepted(relay_dir: Path) -> None:
+    """The other implementation's manifest: compact, no trailing newline, mode 0644, a
+    20-digit nonce, profile/model/session id it does not validate (empty ones too)."""
+    iid = "13565-17960041672724223065"
+    socket_path = os.fspath(relay_dir / f"a-{iid}.sock")
+    text = (
+        f'{{"protocol":1,"instance_id":"{iid}","pid":13565,"project":"weekly-digest",'
+        '"workspace":"/work/app/services/weekly-digest","session_id":"","profile":"",'
+        f'"model":"qwen3-coder:30b-a3b-q4_K_M","socket":"{socket_path}","state":"busy",'
+        '"started_at":1788012102}'
+    )
+    path = relay_dir / f"a-{iid}.json"
+    path.write_bytes(text.encode())
+    os.chmod(path, 0o644)
+    m = load_manifest(relay_dir, iid)
+    assert (m.instance_id, m.pid, m.socket, m.session_id, m.state) == (
+        iid,
+        13565,
+        socket_path,
+        "",
+        "busy",
+    )
+
+
+async def test_each_dropped_candidate_is_logged_once(
+    relay_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="zcoder.relay.registry")
+    evil = "a-\x1b[2J" + "x" * 200 + ".json"
+    (relay_dir / evil).write_text("{}")
+    (relay_dir / "a-1-nosock.json").write_text("{}")
+    (relay_dir / "a-2-resv.json").write_bytes(b"")
+    (relay_dir / "a-2-resv.sock").write_bytes(b"")
+    publish_manifest(relay_dir / "a-9-file.json", make_manifest(relay_dir, "9-file"))
+    (relay_dir / "a-9-file.sock").write_bytes(b"")  # not a socket: lstat says so
+    publish_manifest(relay_dir / "a-3-dead.json", make_manifest(relay_dir, "3-dead"))
+    _dead_socket(relay_dir, "3-dead")
+    mute = _mute_listener(relay_dir, "4-mute")
+    publish_manifest(relay_dir / "a-4-mute.json", make_manifest(relay_dir, "4-mute"))
+    junk = _mute_listener(relay_dir, "5-junk")
+    (relay_dir / "a-5-junk.json").write_text('{"protocol": 1}')
+    try:
+        async with trio.open_nursery() as nursery:
+            await serve_fake_peer(nursery, relay_dir, "6-other", answer_as="6-xxxx")
+            await serve_fake_peer(nursery, relay_dir, "7-live")
+            await serve_fake_peer(nursery, relay_dir, "8-self")
+            assert await find(relay_dir, exclude="8-self", io_timeout=0.3) == ["7-live"]
+            nursery.cancel_scope.cancel()
+    finally:
+        mute.close()
+        junk.close()
+    lines = [r.getMessage() for r in caplog.records if r.name == "zcoder.relay.registry"]
+    assert all(line.startswith("relay discovery dropped ") for line in lines), lines
+    assert all(len(line) <= 300 and "\x1b" not in line for line in lines), lines
+    why = {
+        "\\x1b[2J": "no valid instance id",
+        "a-1-nosock.json": "no socket",
+        "a-2-resv.json": "a reserved name",
+        "a-9-file.json": "its socket is not a socket of ours",
+        "a-3-dead.json": "nobody listens",
+        "a-4-mute.json": "no answer to the ping within 0.3 s",
+        "a-5-junk.json": "version-1 fields missing",
+        "a-6-other.json": "answered wrong_target",
+    }
+    assert len(lines) == len(why), lines
+    for name, reason in why.items():
+        [line] = [line for line in lines if name in line]
+        assert reason in line, line
 
 
 async def test_duplicate_keys_are_malformed(relay_dir: Path) -> None:

@@ -125,16 +125,17 @@ async def send(
 
 
 def _ping_request(target_instance_id: str, sender_instance_id: str) -> Ping:
-    try:
-        return Ping(
-            protocol=1,
-            type="ping",
-            message_id=f"{sender_instance_id}-ping-{secrets.token_hex(4)}",
-            target_instance_id=target_instance_id,
-            sender_instance_id=sender_instance_id,
-        )
-    except ValueError as exc:
-        raise RelayTransportError(f"cannot ping: {exc}") from None
+    """Our pings keep the strict form (a receiver accepts any printable ids in a ping, but
+    an older zcoder needs instance ids and a message id)."""
+    message_id = f"{sender_instance_id}-ping-{secrets.token_hex(4)}"
+    for name, value, grammar in (
+        ("target_instance_id", target_instance_id, INSTANCE_ID_RE),
+        ("sender_instance_id", sender_instance_id, INSTANCE_ID_RE),
+        ("message_id", message_id, MESSAGE_ID_RE),
+    ):
+        if not grammar.fullmatch(value):
+            raise RelayTransportError(f"cannot ping: {name} {value[:120]!r} is malformed")
+    return Ping(1, "ping", message_id, target_instance_id, sender_instance_id)
 
 
 @attrs.define

@@ -22,15 +22,27 @@ the integer 1, ``true`` is not an integer, ``1.0`` is not an integer):
   any text otherwise: tabs, newlines, quotes, backslashes, glob characters, escape
   sequences and emoji are literal data.
 * ``created_at``: integer seconds since the epoch, 0 to 2**53.
-* ack ``status``: one of ``STATUSES``; ``queue_position``: optional integer >= 1 (with
-  ``accepted``/``duplicate``); ``state``: optional, ``ready``/``busy``/``paused`` (with
-  ``pong``). An ack omits the optional fields it does not carry.
+* ``ping``: ``message_id`` and ``sender_instance_id`` are any printable text of 1 to
+  ``MAX_PEER_ID_CHARS`` characters (``peer_id``), and unknown keys are ignored: a ping acts
+  on nothing, and the other implementation pings as ``observer-<pid>`` before its own
+  listener is up. The target must still be ours.
+* ack ``status``: one of ``STATUSES``; ``queue_position``: an integer >= 1, only with
+  ``accepted``; ``state``: optional, ``ready``/``busy``/``paused``. An ack omits the optional
+  fields it does not carry; its ``message_id`` echoes the request's (a ping's ``peer_id``)
+  or is ``""``.
 * No string may hold a lone surrogate (it could not be stored as UTF-8).
 
-Unknown keys: a request with a key not listed for its type is ``invalid``; a receiver
-must not act on a request it does not fully understand, and a future version that adds
-fields bumps ``protocol`` (answered ``unsupported``). An ack's unknown keys are ignored: by
-the time it is read the request has been handled, and the status is what matters.
+Strict in what we send, liberal in what we accept. An ``enqueue`` with a key not listed for
+it is ``invalid``: a receiver must not act on a request it does not fully understand, and a
+future version that adds fields bumps ``protocol`` (answered ``unsupported``). Its
+``message_id`` must begin with ``"<sender_instance_id>-"`` (the spec's form, and the only
+one the other implementation sends), so that no sender can take another's next id and have
+the real message answered ``duplicate``. An ack is judged by its status (``decode_ack``):
+``queue_position`` is read only with ``accepted`` and ignored on any other status whatever
+its value (the other implementation sends ``0``); an ``accepted`` whose position is not an
+integer >= 1 keeps its status without a position; ``state`` is read on every ack and
+ignored when it is not a known state; unknown keys are ignored. By the time an ack is read
+the request has been handled, and the status is what matters.
 
 ``decode_request`` decides in the spec's order: parse (``invalid``), protocol version
 (``invalid`` when missing or not an integer, ``unsupported`` when another integer),
@@ -59,6 +71,7 @@ from zcoder.relay.protocol import (
 )
 
 __all__ = [
+    "MAX_PEER_ID_CHARS",
     "MAX_PROJECT_CHARS",
     "MAX_WORKSPACE_CHARS",
     "STATES",
@@ -72,11 +85,13 @@ __all__ = [
     "encode_envelope",
     "enqueue_from_json",
     "enqueue_to_json",
+    "peer_id",
 ]
 
 STATES: tuple[str, ...] = ("ready", "busy", "paused")
 MAX_PROJECT_CHARS = 256
 MAX_WORKSPACE_CHARS = 4096
+MAX_PEER_ID_CHARS = 256
 _MAX_PID = 2**31 - 1
 _MAX_TIME = 2**53
 _T = TypeVar("_T")
@@ -112,6 +127,13 @@ def _body(value: str) -> bool:
     return bool(value.strip()) and "\0" not in value and _utf8(value)
 
 
+def peer_id(value: object) -> bool:
+    """Whether ``value`` may stand as a ping's ids or an ack's echo: 1 to
+    ``MAX_PEER_ID_CHARS`` printable characters (no control, format or separator character,
+    no lone surrogate), whatever their form."""
+    return type(value) is str and 1 <= len(value) <= MAX_PEER_ID_CHARS and value.isprintable()
+
+
 def _optional(check: _Check) -> _Check:
     def validate(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value is not None:
@@ -126,7 +148,8 @@ def _literal(word: str) -> _Check:
 
 _protocol = _check(int, lambda v: v == PROTOCOL_VERSION, str(PROTOCOL_VERSION))
 _message_id = _check(str, MESSAGE_ID_RE.fullmatch, "1-100 of A-Z a-z 0-9 _ . -")
-_ack_message_id = _check(str, lambda v: v == "" or MESSAGE_ID_RE.fullmatch(v), "an id or empty")
+_peer_id = _check(str, peer_id, f"1-{MAX_PEER_ID_CHARS} printable characters")
+_ack_message_id = _check(str, lambda v: v == "" or peer_id(v), "an id or empty")
 _instance_id = _check(str, INSTANCE_ID_RE.fullmatch, "<pid>-<nonce>")
 _pid = _check(int, lambda v: 1 <= v <= _MAX_PID, f"an integer from 1 to {_MAX_PID}")
 _project = _check(str, lambda v: _text(v, 0, MAX_PROJECT_CHARS), "at most 256 characters, no NUL")
@@ -165,13 +188,14 @@ class Enqueue:
 
 @attrs.frozen
 class Ping:
-    """A liveness probe; answered by an ack with status ``pong`` and the receiver's state."""
+    """A liveness probe; answered by an ack with status ``pong`` and the receiver's state.
+    Its ids are only echoed and shown, never acted on: any ``peer_id`` will do."""
 
     protocol: int = attrs.field(validator=_protocol)
     type: str = attrs.field(validator=_literal("ping"))
-    message_id: str = attrs.field(validator=_message_id)
+    message_id: str = attrs.field(validator=_peer_id)
     target_instance_id: str = attrs.field(validator=_instance_id)
-    sender_instance_id: str = attrs.field(validator=_instance_id)
+    sender_instance_id: str = attrs.field(validator=_peer_id)
 
 
 @attrs.frozen
@@ -184,6 +208,17 @@ class Ack:
     status: str = attrs.field(validator=_status)
     queue_position: int | None = attrs.field(default=None, validator=_position)
     state: str | None = attrs.field(default=None, validator=_state)
+
+    def __attrs_post_init__(self) -> None:
+        if self.queue_position is not None and self.status != "accepted":
+            raise _FieldError("queue_position comes only with accepted")
+
+    @property
+    def stored(self) -> bool:
+        """Whether the receiver holds the message: ``accepted``, or ``duplicate`` (an
+        earlier attempt with this id got through, perhaps our own first one before the
+        retry). Every other status means it was not stored."""
+        return self.status in ("accepted", "duplicate")
 
 
 @attrs.frozen
@@ -269,8 +304,13 @@ def _parse(payload: bytes, max_bytes: int) -> dict[str, Any]:
 
 
 def _message_id_of(obj: dict[str, Any]) -> str:
+    """The id to echo in the ack: a valid message id, or a ping's ``peer_id``; else ``""``."""
     value = obj.get("message_id")
-    return value if type(value) is str and MESSAGE_ID_RE.fullmatch(value) else ""
+    if type(value) is not str:
+        return ""
+    if MESSAGE_ID_RE.fullmatch(value) or (obj.get("type") == "ping" and peer_id(value)):
+        return value
+    return ""
 
 
 def _request_class(obj: dict[str, Any], mid: str, me: str) -> type[Enqueue] | type[Ping]:
@@ -294,7 +334,7 @@ def _request_class(obj: dict[str, Any], mid: str, me: str) -> type[Enqueue] | ty
 
 def _decode(obj: dict[str, Any], cls: type[_T], mid: str, limits: Limits) -> _T:
     try:
-        request = _structure(obj, cls, _strict)
+        request = _structure(obj, cls, _lenient if cls is Ping else _strict)
     except _FieldError as exc:
         raise Rejected("invalid", mid, str(exc)) from None
     if isinstance(request, Enqueue) and len(request.body) > limits.max_message_chars:
@@ -306,7 +346,13 @@ def decode_request(payload: bytes, *, my_instance_id: str, limits: Limits) -> En
     """Parse and validate one request payload; ``Rejected`` says which status to answer."""
     obj = _parse(payload, limits.max_bytes)
     mid = _message_id_of(obj)
-    return _decode(obj, _request_class(obj, mid, my_instance_id), mid, limits)
+    request = _decode(obj, _request_class(obj, mid, my_instance_id), mid, limits)
+    # On the wire only: the spool reads back what was checked here when it arrived.
+    if isinstance(request, Enqueue) and not request.message_id.startswith(
+        f"{request.sender_instance_id}-"
+    ):
+        raise Rejected("invalid", mid, "message_id does not start with sender_instance_id")
+    return request
 
 
 def encode_envelope(obj: Enqueue | Ping | Ack) -> bytes:
@@ -317,11 +363,28 @@ def encode_envelope(obj: Enqueue | Ping | Ack) -> bytes:
     return json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
+_ACK_CORE = ("protocol", "type", "message_id", "status")
+
+
+def _judged(obj: dict[str, Any]) -> dict[str, Any]:
+    """The ack's fields as its status says to read them; the rest is ignored."""
+    fields = {k: obj[k] for k in _ACK_CORE if k in obj}
+    position = obj.get("queue_position")
+    if obj.get("status") == "accepted" and type(position) is int and position >= 1:
+        fields["queue_position"] = position
+    state = obj.get("state")
+    if type(state) is str and state in STATES:
+        fields["state"] = state
+    return fields
+
+
 def decode_ack(payload: bytes) -> Ack:
-    """Parse an answer; ``RelayTransportError`` if it is not a valid ack."""
+    """Parse an answer, judged by its status (module docstring); ``RelayTransportError`` if
+    it is not an ack: not a JSON object, another protocol or type, an unknown status, a
+    message id that is neither ``""`` nor a ``peer_id``."""
     try:
         obj = _parse(payload, len(payload))
-        return _structure(obj, Ack, _lenient)
+        return _structure(_judged(obj), Ack, _strict)
     except (Rejected, _FieldError) as exc:
         raise RelayTransportError(f"the peer answered with an invalid ack: {exc}") from None
 

@@ -4,8 +4,12 @@ A manifest is published atomically (private temporary file, then ``rename``) onl
 listener accepts connections, rewritten the same way when a mutable field changes, and
 removed first on shut-down. Readers treat it as untrusted data: ``load_manifest`` opens it
 without following a symlink, requires a regular file of ours of at most
-``MAX_MANIFEST_BYTES``, parses strict JSON (no duplicate keys, no NaN) and validates every
-field and the consistency of the name, ``instance_id``, ``pid`` and ``socket``.
+``MAX_MANIFEST_BYTES`` (whatever its mode: the other implementation's manifests take the
+process umask, often 0644, inside the 0700 relay directory), parses strict JSON (no
+duplicate keys, no NaN; a trailing newline or none) and validates every version-1 field
+and the consistency of the name, ``instance_id``, ``pid`` and ``socket``. Keys it does not
+know are ignored: a newer peer may add fields, and a manifest only describes (the ping
+decides who is live). Our own manifests carry exactly the version-1 fields.
 """
 
 from __future__ import annotations
@@ -89,18 +93,18 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
     "started_at": lambda v: _integer(v, 0, _MAX_TIME),
 }
 _FIELDS = tuple(a.name for a in attrs.fields(Manifest))
-_FIELD_SET = frozenset(_FIELDS)
 
 
 def _validate(obj: object, relay_dir: str, instance_id: str) -> Manifest:
     if type(obj) is not dict:
         raise _Bad("not a JSON object")
-    if obj.keys() != _FIELD_SET:
-        raise _Bad(f"fields {sorted(obj)} are not the version-1 fields")
+    missing = [name for name in _FIELDS if name not in obj]
+    if missing:
+        raise _Bad(f"version-1 fields missing: {', '.join(missing)}")
     for name in _FIELDS:
         if not _CHECKS[name](obj[name]):
             raise _Bad(f"field {name} has an invalid value")
-    manifest = Manifest(**obj)
+    manifest = Manifest(**{name: obj[name] for name in _FIELDS})
     if manifest.instance_id != instance_id:
         raise _Bad("instance_id differs from the file name")
     if not instance_id.startswith(f"{manifest.pid}-"):

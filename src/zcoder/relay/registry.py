@@ -22,11 +22,16 @@ So stale files of any number (up to the entry bound) cost a few system calls eac
 never hide live peers; the 128 files read and pinged are ones whose socket is listening.
 ``kill -0`` and a manifest's contents are never proof of life, and discovery deletes
 nothing: cleanup removes only an instance's own files.
+
+Every candidate dropped on the way (a manifest name whose step failed) gets one line on this
+module's logger at debug level saying which step and why, at most ``_MAX_LOG_CHARS``
+characters, untrusted names escaped (``visible.escape_controls``) and shortened; the
+caller's own manifest and names that are not manifests are not candidates.
 """
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import os
 import stat
 from pathlib import Path
@@ -45,6 +50,7 @@ from zcoder.relay.manifest import (
     remove_manifest,
 )
 from zcoder.relay.protocol import INSTANCE_ID_RE
+from zcoder.visible import escape_controls
 
 __all__ = [
     "MAX_DIR_ENTRIES",
@@ -61,6 +67,22 @@ __all__ = [
 
 MAX_DIR_ENTRIES = 4096  # directory entries looked at per discovery
 MAX_MANIFESTS = 128  # candidates with a listening socket that are read and pinged
+_MAX_LOG_CHARS = 300  # one debug line per dropped candidate
+_MAX_NAME_CHARS = 80
+
+_log = logging.getLogger(__name__)
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _dropped(name: str, why: str) -> None:
+    """One bounded debug line: which candidate (an untrusted name) and why it is dropped."""
+    if _log.isEnabledFor(logging.DEBUG):
+        who = _shorten(escape_controls(name), _MAX_NAME_CHARS)
+        line = f"relay discovery dropped {who}: {escape_controls(why)}"
+        _log.debug("%s", _shorten(line, _MAX_LOG_CHARS))
 
 
 @attrs.frozen
@@ -104,33 +126,42 @@ def _listed_ids(directory: str, exclude: str | None) -> list[str]:
             for entry in entries:
                 names.add(entry.name)
                 if len(names) >= MAX_DIR_ENTRIES:
+                    _log.debug("relay discovery looked at the first %d entries only", len(names))
                     break
     except FileNotFoundError:
         return []
     except OSError as exc:
         raise RelayError(f"cannot read relay directory {directory!r}: {exc.strerror}") from None
-    ids = [
-        name[2:-5]
-        for name in names
-        if name.startswith("a-") and name.endswith(".json") and f"{name[:-5]}.sock" in names
-    ]
-    return sorted(i for i in ids if i != exclude and INSTANCE_ID_RE.fullmatch(i))
+    ids = []
+    for name in sorted(names):
+        if not (name.startswith("a-") and name.endswith(".json")) or name[2:-5] == exclude:
+            continue
+        if not INSTANCE_ID_RE.fullmatch(name[2:-5]):
+            _dropped(name, "the name holds no valid instance id")
+        elif f"{name[:-5]}.sock" not in names:
+            _dropped(name, "no socket of that name next to it")
+        else:
+            ids.append(name[2:-5])
+    return ids
 
 
-def _plausible(directory: str, instance_id: str, uid: int) -> bool:
-    """Step 3, ``lstat`` only: a manifest-sized regular file of ours next to a socket of ours."""
+def _implausible(directory: str, instance_id: str, uid: int) -> str:
+    """Step 3, ``lstat`` only: why the pair is not a manifest-sized regular file of ours
+    next to a socket of ours; ``""`` when it is."""
     try:
         manifest = os.lstat(os.path.join(directory, f"a-{instance_id}.json"))
         sock = os.lstat(os.path.join(directory, f"a-{instance_id}.sock"))
-    except OSError:
-        return False
-    return (
-        stat.S_ISREG(manifest.st_mode)
-        and manifest.st_uid == uid
-        and 0 < manifest.st_size <= MAX_MANIFEST_BYTES
-        and stat.S_ISSOCK(sock.st_mode)
-        and sock.st_uid == uid
-    )
+    except OSError as exc:
+        return f"cannot lstat it: {exc.strerror}"
+    if not stat.S_ISREG(manifest.st_mode) or manifest.st_uid != uid:
+        return "the manifest is not a regular file of ours"
+    if manifest.st_size == 0:
+        return "an empty manifest: a reserved name, not yet published"
+    if manifest.st_size > MAX_MANIFEST_BYTES:
+        return f"the manifest is larger than {MAX_MANIFEST_BYTES} bytes"
+    if not stat.S_ISSOCK(sock.st_mode) or sock.st_uid != uid:
+        return "its socket is not a socket of ours"
+    return ""
 
 
 _Candidate = tuple[Manifest, "client.PendingPing | None"]
@@ -147,28 +178,42 @@ def _candidates(
     found: list[_Candidate] = []
     connected = 0
     try:
-        for instance_id in _listed_ids(directory, exclude):
+        listed = _listed_ids(directory, exclude)
+        for n, instance_id in enumerate(listed):
+            name = f"a-{instance_id}.json"
             if connected >= MAX_MANIFESTS:
+                _log.debug(
+                    "relay discovery read %d listening candidates, its bound; %d more names "
+                    "not examined",
+                    MAX_MANIFESTS,
+                    len(listed) - n,
+                )
                 break
-            if not _plausible(directory, instance_id, uid):
+            why = _implausible(directory, instance_id, uid)
+            if why:
+                _dropped(name, why)
                 continue
             try:
                 sock = wire.connect_nowait(os.path.join(directory, f"a-{instance_id}.sock"))
-            except OSError:
-                continue  # nobody listens: a socket file left behind by a dead instance
+            except OSError as exc:  # a socket file left behind by a dead instance
+                _dropped(name, f"nobody listens on its socket (stale): {exc.strerror}")
+                continue
             connected += 1
             try:
                 manifest = load_manifest(directory, instance_id)
-            except RelayError:
+            except RelayError as exc:
                 if sock is not None:
                     sock.close()
-                continue  # malformed, foreign or inconsistent: never trusted
+                _dropped(name, str(exc))  # malformed, foreign or inconsistent: never trusted
+                continue
             if sock is None:
                 found.append((manifest, None))
                 continue
-            with contextlib.suppress(RelayError):  # the peer hung up at once: not a peer
+            try:
                 ids = {"target_instance_id": instance_id, "sender_instance_id": sender}
                 found.append((manifest, client.start_ping(sock, max_bytes=max_bytes, **ids)))
+            except RelayError as exc:  # the peer hung up at once: not a peer
+                _dropped(name, str(exc))
     except BaseException:
         _close_all(found)
         raise
@@ -185,7 +230,8 @@ async def _probe(
     candidate: _Candidate, sender: str, max_bytes: int, io_timeout: float, out: list[Peer]
 ) -> None:
     manifest, pending = candidate
-    with trio.move_on_after(io_timeout):
+    name = f"a-{manifest.instance_id}.json"
+    with trio.move_on_after(io_timeout) as waiting:
         try:
             if pending is None:
                 ack = await client.ping(
@@ -196,9 +242,12 @@ async def _probe(
                 )
             else:
                 ack = await client.finish_ping(pending, max_bytes=max_bytes)
-        except (RelayError, OSError, trio.BrokenResourceError, trio.ClosedResourceError):
-            return  # a reused pid's other listener, a mute socket, garbage: not a peer
+        except (RelayError, OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            _dropped(name, str(exc))  # a reused pid's other listener, garbage: not a peer
+            return
         out.append(Peer(manifest=manifest, state=ack.state or manifest.state))
+    if waiting.cancelled_caught:
+        _dropped(name, f"no answer to the ping within {io_timeout:g} s")
 
 
 async def discover(

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from tests.relay.helpers import make_manifest
-from zcoder.errors import RelayTransportError, RelayUnavailable
+from zcoder.errors import RelayTransportError, RelayUnavailable, ToolError
 from zcoder.relay.envelope import Ack
 from zcoder.relay.listing import NO_PEERS
 from zcoder.relay.registry import Peer
 from zcoder.tools.base import ToolContext, ToolResult
 from zcoder.tools.registry import Toolbox
-from zcoder.tools.relay_tools import MAX_LISTED, relay_tools
+from zcoder.tools.relay_tools import MAX_LISTED, check_send, relay_tools
 
 CTX = ToolContext(workspace=Path("/work/proj"))
 DIGEST = Peer(make_manifest(Path("/r"), "42302-18473291", project="weekly-digest"), "ready")
@@ -229,3 +229,27 @@ async def test_peer_metadata_is_shown_escaped() -> None:
                         target_instance_id="7-abcdef01", message="hi")  # fmt: skip
     assert "\x1b" not in result.text + result.summary
     assert result.summary == "x^[[2Jy's queue is full"
+
+
+async def test_check_send_finds_the_exact_live_peer_by_a_fresh_discovery() -> None:
+    handle = FakeHandle([DIGEST, PROFILES])
+    assert await check_send(handle, DIGEST_ID, "hi") == DIGEST
+    handle.peers = [PROFILES]  # it has exited since: the next check pings again
+    with pytest.raises(ToolError, match="no live zcoder instance has id '42302-18473291'"):
+        await check_send(handle, DIGEST_ID, "hi")
+    assert handle.sent == []
+
+
+@pytest.mark.parametrize("target", ["42302_18473291", DIGEST_ID[:-3], f"{DIGEST_ID} ", "digest"])
+async def test_check_send_refuses_an_inexact_id_and_lists_the_live_ones(target: str) -> None:
+    with pytest.raises(ToolError) as refused:
+        await check_send(FakeHandle([DIGEST, PROFILES]), target, "hi")
+    assert "42302-18473291 (weekly-digest, pid 42302, /work/proj)" in str(refused.value)
+
+
+async def test_check_send_refuses_a_blank_or_long_message_before_discovery() -> None:
+    handle = FakeHandle([DIGEST])
+    handle.discover_error = AssertionError("discovery must not run")
+    for message in ("", " \n\t", "x" * 21):
+        with pytest.raises(ToolError, match="message is"):
+            await check_send(handle, DIGEST_ID, message)

@@ -120,10 +120,13 @@ def render_tool(update: ToolUpdate, *, width: int = 100) -> StyleAndTextTuples:
         if update.state in _STATE_WORDS:  # the summary is the reason: not dimmed
             out.append((style, ":"))
             joiner, summary_style = " ", "class:tool.reason"
+        room = max(width - 4, 20)
         if used + 3 + get_cwidth(summary) <= width:
             out.append((summary_style, joiner + summary))
+        elif update.state in _STATE_WORDS:  # a reason is read whole: rows of its own
+            out.extend((summary_style, f"\n    {row}") for _, row in wrap_line(summary, room))
         else:  # a row of its own, rather than one the terminal cuts in mid-word
-            out.append((summary_style, "\n    " + shorten(summary, max(width - 4, 20))))
+            out.append((summary_style, "\n    " + shorten(summary, room)))
     out.append(("", "\n"))
     if update.output.strip() and update.state in ("completed", "failed"):
         out.extend(_output_preview(update.output, width))

@@ -15,8 +15,12 @@ from zcoder.agents_cmd import run_agents
 _REPO = Path(__file__).resolve().parents[1]
 
 
-def agents(relay_dir: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    full_env = dict(os.environ, ZCODER_RELAY_DIR=os.fspath(relay_dir), **env)
+def agents(relay_dir: Path | None, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``zcoder agents`` with ``ZCODER_RELAY_DIR=relay_dir`` (unset when ``None``)."""
+    full_env = {k: v for k, v in os.environ.items() if k != "ZCODER_RELAY_DIR"}
+    full_env.update(env)
+    if relay_dir is not None:
+        full_env["ZCODER_RELAY_DIR"] = os.fspath(relay_dir)
     return subprocess.run(
         [sys.executable, "-m", "zcoder", "agents", *args],
         capture_output=True,
@@ -35,8 +39,8 @@ def agents(relay_dir: Path, *args: str, **env: str) -> subprocess.CompletedProce
 def test_no_peers_and_absent_dir_is_not_created(
     short_tmp: Path, args: tuple[str, ...], expected: str
 ) -> None:
-    relay_dir = short_tmp / "agents"
-    out = agents(relay_dir, *args)
+    relay_dir = short_tmp / "zcoder-agents"  # the default one: no instance has started yet
+    out = agents(None, *args, XDG_RUNTIME_DIR=os.fspath(short_tmp))
     assert (out.returncode, out.stdout, out.stderr) == (0, expected, "")
     assert not relay_dir.exists()
 
@@ -57,15 +61,12 @@ def test_one_peer_table_and_json(short_tmp: Path) -> None:
         out = agents(relay_dir)
         assert out.returncode == 0, out.stderr
         lines = out.stdout.splitlines()
-        assert lines[0] == "PROJECT          PID    STATE   INSTANCE ID       WORKSPACE"
-        assert lines[1].split() == [
-            "weekly-digest",
-            str(peer.pid),
-            "ready",
-            peer.instance_id,
-            os.fspath(workspace),
+        assert [line.split() for line in lines] == [
+            ["PROJECT", "PID", "STATE", "PROFILE", "MODEL", "INSTANCE", "ID"],
+            ["WORKSPACE"],
+            ["weekly-digest", str(peer.pid), "ready", "coding", "qwen3-coder", peer.instance_id],
+            [os.fspath(workspace)],
         ]
-        assert len(lines) == 2
         out = agents(relay_dir, "--json")
         assert out.returncode == 0, out.stderr
         [record] = json.loads(out.stdout)
@@ -140,8 +141,20 @@ def test_invalid_relay_setting_exits_1(short_tmp: Path) -> None:
 
 
 def test_run_agents_in_process(short_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (short_tmp / "agents").mkdir(mode=0o700)
     env = {"ZCODER_RELAY_DIR": os.fspath(short_tmp / "agents")}
     assert run_agents(as_json=True, env=env) == 0
     assert capsys.readouterr().out == "[]\n"
     assert run_agents(as_json=False, env={"ZCODER_RELAY_DIR": "relative"}) == 1
     assert "ZCODER_RELAY_DIR" in capsys.readouterr().err
+
+
+def test_an_explicit_relay_dir_that_does_not_exist_exits_1(short_tmp: Path) -> None:
+    missing = short_tmp / "typo"
+    for args in ((), ("--json",)):
+        out = agents(missing, *args)
+        assert (out.returncode, out.stdout) == (1, "")
+        assert out.stderr == (
+            f"zcoder agents: relay directory '{missing}' (ZCODER_RELAY_DIR) does not exist\n"
+        )
+    assert not missing.exists()

@@ -218,7 +218,7 @@ def test_approval_is_asked_on_the_terminal(workspace: Path) -> None:
         try:
             child.expect_exact(f"The model wants to run a command in {workspace}:")
             # the escape byte is shown, never sent to the terminal raw
-            child.expect_exact("printf ran > out.txt # \\x1b[2J")
+            child.expect_exact("printf ran > out.txt # ^[[2J")
             child.expect_exact(
                 "[y = yes, once, a = yes to all commands of this conversation, n = no] "
             )
@@ -288,7 +288,7 @@ def test_approval_prompt_shows_exact_text_and_choices() -> None:
         kind="command", text="rm -rf build\x1b[A", choices=("y", "n"), cwd="/w", origin="relay"
     )
     assert approval_prompt(req) == (
-        "\nA relayed task asks to run a command in /w:\n    rm -rf build\\x1b[A\n"
+        "\nA relayed task asks to run a command in /w:\n    rm -rf build^[[A\n"
         "[y = yes, once, n = no] "
     )
     send = ApprovalRequest(kind="send", text="hi\nthere", choices=("y", "n"), target="1-2")
@@ -322,7 +322,7 @@ def test_sink_streams_once_and_prints_finish_responses() -> None:
     sink.close()
     assert out.getvalue() == "Let me look.\nDone.\n"
     assert err.getvalue() == (
-        "hmm\n-> read_file a.py\n   read_file ok: 2 lines\nzcoder: boom\\x1b[0m\n"
+        "hmm\n-> read_file a.py\n   read_file ok: 2 lines\nzcoder: boom^[[0m\n"
     )
 
 
@@ -330,7 +330,7 @@ def test_sink_renders_a_tool_name_visibly() -> None:
     sink, _, err = _sink()
     sink.emit(ToolUpdate("1.0", "ls\x1b[2J", "\x07", "running"))
     sink.emit(ToolUpdate("1.0", "ls\x1b[2J", "\x07", "failed", summary="unknown tool"))
-    assert err.getvalue() == ("-> ls\\x1b[2J \\x07\n   ls\\x1b[2J failed: unknown tool\n")
+    assert err.getvalue() == ("-> ls^[[2J ^G\n   ls^[[2J failed: unknown tool\n")
 
 
 async def test_tty_approver_reads_the_terminal() -> None:

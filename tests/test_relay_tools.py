@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from tests.relay.helpers import make_manifest
-from zcoder.errors import RelayTransportError, RelayUnavailable
+from zcoder.errors import RelayTransportError, RelayUnavailable, ToolError
 from zcoder.relay.envelope import Ack
 from zcoder.relay.listing import NO_PEERS
 from zcoder.relay.registry import Peer
 from zcoder.tools.base import ToolContext, ToolResult
 from zcoder.tools.registry import Toolbox
-from zcoder.tools.relay_tools import MAX_LISTED, relay_tools
+from zcoder.tools.relay_tools import MAX_LISTED, check_send, relay_tools
 
 CTX = ToolContext(workspace=Path("/work/proj"))
 DIGEST = Peer(make_manifest(Path("/r"), "42302-18473291", project="weekly-digest"), "ready")
@@ -133,26 +133,45 @@ async def test_send_delivers_the_literal_message_and_reports_the_exact_ack() -> 
     assert result.summary == "accepted (queue position 1) by weekly-digest (pid 42302)"
 
 
+NOT_STORED = "Nothing is known to be stored there. Tell the user; do not retry unless asked."
+
+
 @pytest.mark.parametrize(
-    "status", ["paused", "full", "duplicate", "invalid", "wrong_target", "unsupported"]
+    ("status", "why"),
+    [
+        ("paused", "weekly-digest is paused: it refuses new messages until it is resumed"),
+        ("full", "weekly-digest's queue is full"),
+        ("invalid", "weekly-digest rejected the message as invalid"),
+        ("wrong_target", f"the instance at weekly-digest's socket says it is not {DIGEST_ID}"),
+        ("unsupported", "weekly-digest does not support this protocol version or request"),
+    ],
 )
-async def test_send_reports_every_refusal_exactly(status: str) -> None:
+async def test_a_refused_send_is_not_delivered_and_never_a_success(status: str, why: str) -> None:
     handle = FakeHandle([DIGEST], ack(status))
     result = await call(handle, "send_agent_message", target_instance_id=DIGEST_ID, message="hi")
-    assert result.text.splitlines() == [
-        status,
-        "weekly-digest (pid 42302) did not queue the message.",
-    ]
+    assert not result.ok  # so its card is never "✓ ... completed"
+    assert result.text == f"Error: not delivered: {why}.\n{NOT_STORED}"
+    assert result.summary == why  # the card says what the model is told
+
+
+async def test_a_duplicate_says_it_was_already_accepted() -> None:
+    handle = FakeHandle([DIGEST], ack("duplicate"))
+    result = await call(handle, "send_agent_message", target_instance_id=DIGEST_ID, message="hi")
+    assert result.ok
+    said = "duplicate: weekly-digest had already accepted this message earlier"
+    assert result.summary == said
+    first, second = result.text.splitlines()
+    assert first == f"{said} (same message id)."
+    assert "do not claim it was completed" in second
 
 
 async def test_send_reports_a_transport_failure() -> None:
     handle = FakeHandle([DIGEST], RelayTransportError("no ack after one retry: timeout"))
     result = await call(handle, "send_agent_message", target_instance_id=DIGEST_ID, message="hi")
     assert not result.ok
-    assert result.text == (
-        "Error: the message was not delivered to 42302-18473291 (weekly-digest, pid 42302, "
-        "/work/proj): no ack after one retry: timeout"
-    )
+    why = "weekly-digest did not answer: no ack after one retry: timeout"
+    assert result.text == f"Error: not delivered: {why}.\n{NOT_STORED}"
+    assert result.summary == why
 
 
 @pytest.mark.parametrize("target", ["weekly-digest", "42302", "Weekly-Digest"])
@@ -209,4 +228,28 @@ async def test_peer_metadata_is_shown_escaped() -> None:
     result = await call(FakeHandle([evil], ack("full")), "send_agent_message",
                         target_instance_id="7-abcdef01", message="hi")  # fmt: skip
     assert "\x1b" not in result.text + result.summary
-    assert result.summary == "full by x\\x1b[2Jy (pid 7)"
+    assert result.summary == "x^[[2Jy's queue is full"
+
+
+async def test_check_send_finds_the_exact_live_peer_by_a_fresh_discovery() -> None:
+    handle = FakeHandle([DIGEST, PROFILES])
+    assert await check_send(handle, DIGEST_ID, "hi") == DIGEST
+    handle.peers = [PROFILES]  # it has exited since: the next check pings again
+    with pytest.raises(ToolError, match="no live zcoder instance has id '42302-18473291'"):
+        await check_send(handle, DIGEST_ID, "hi")
+    assert handle.sent == []
+
+
+@pytest.mark.parametrize("target", ["42302_18473291", DIGEST_ID[:-3], f"{DIGEST_ID} ", "digest"])
+async def test_check_send_refuses_an_inexact_id_and_lists_the_live_ones(target: str) -> None:
+    with pytest.raises(ToolError) as refused:
+        await check_send(FakeHandle([DIGEST, PROFILES]), target, "hi")
+    assert "42302-18473291 (weekly-digest, pid 42302, /work/proj)" in str(refused.value)
+
+
+async def test_check_send_refuses_a_blank_or_long_message_before_discovery() -> None:
+    handle = FakeHandle([DIGEST])
+    handle.discover_error = AssertionError("discovery must not run")
+    for message in ("", " \n\t", "x" * 21):
+        with pytest.raises(ToolError, match="message is"):
+            await check_send(handle, DIGEST_ID, message)

@@ -1,16 +1,19 @@
 """``zcoder agents [--json]``: list the live zcoder instances of this user on this machine.
 
 Read-only: it needs no instance of its own, no model and no runtime directory, and it never
-creates the relay directory (a missing one simply has no peers). It uses the same
-``discover`` as ``/list-agents`` and the ``list_agents`` tool, and the same table.
-Exit status 0, also when no instance is live; 1 when the relay directory or a relay
-setting is unusable (the reason goes to stderr).
+creates the relay directory (a missing default one simply has no peers: no instance has
+started yet). It uses the same ``discover`` as ``/list-agents`` and the ``list_agents``
+tool, and the same table. Exit status 0, also when no instance is live; 1 when the relay
+directory or a relay setting is unusable, or when ``ZCODER_RELAY_DIR`` names a directory
+that does not exist (a typo there would otherwise read as "no instances"); the reason goes
+to stderr.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Mapping
 
@@ -21,6 +24,7 @@ from zcoder.errors import ConfigError, RelayError
 from zcoder.relay.listing import peer_record, peer_table
 from zcoder.relay.paths import ensure_relay_dir, select_relay_dir
 from zcoder.relay.registry import Peer, discover
+from zcoder.visible import escape_controls
 
 __all__ = ["run_agents"]
 
@@ -29,6 +33,8 @@ def _find_peers(env: Mapping[str, str]) -> list[Peer]:
     """The live peers; ``ConfigError`` or ``RelayError`` when the relay cannot be read."""
     settings = relay_settings_from_env(env)
     relay_dir = ensure_relay_dir(select_relay_dir(settings, env), create=False)
+    if settings.dir is not None and not os.path.lexists(relay_dir):
+        raise RelayError(f"relay directory {str(relay_dir)!r} (ZCODER_RELAY_DIR) does not exist")
     return trio.run(
         functools.partial(
             discover,
@@ -44,7 +50,7 @@ def run_agents(as_json: bool, env: Mapping[str, str]) -> int:
     try:
         peers = _find_peers(env)
     except (ConfigError, RelayError) as exc:
-        sys.stderr.write(f"zcoder agents: {exc}\n")
+        sys.stderr.write(f"zcoder agents: {escape_controls(str(exc))}\n")
         return 1
     if as_json:
         # ASCII-only JSON: a peer's self-reported strings cannot reach the terminal raw.

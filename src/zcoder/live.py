@@ -28,7 +28,10 @@ __all__ = [
 TurnState = Literal[
     "thinking", "streaming", "running_tool", "waiting_approval", "ready", "stopped", "error"
 ]
-ToolState = Literal["pending", "running", "completed", "failed", "denied", "interrupted"]
+# "undelivered": a relay send the receiver did not store (refused, or no answer).
+ToolState = Literal[
+    "pending", "running", "completed", "failed", "undelivered", "denied", "interrupted"
+]
 
 
 @attrs.frozen

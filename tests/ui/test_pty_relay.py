@@ -108,9 +108,8 @@ def test_one_instance_hands_a_task_to_another(
     b_id = instance_id(a, "beta")
 
     submit(a.app, "/list-agents")
-    a.app.wait_for(
-        re.compile(rf"beta +{b.app.app_pid} +ready +{b_id} +{re.escape(str(b.workspace))}")
-    )
+    row = rf"beta +{b.app.app_pid} +ready +coding +{re.escape(DEFAULT_MODEL)} +{b_id}"
+    a.app.wait_for(re.compile(rf"{row}\s+{re.escape(str(b.workspace))}"))
     assert "alpha  " not in a.app.all_text()  # never itself
     assert a.fake.chat_requests() == []  # /list-agents asks no model
 
@@ -121,6 +120,7 @@ def test_one_instance_hands_a_task_to_another(
     a.app.wait_for(APPROVAL_QUESTION, where="screen")
     question = a.app.screen_text()
     assert f"send a message to beta (pid {b.app.app_pid}, {b.workspace}) · {b_id}" in question
+    assert "· ready" in question  # the state the ping just reported
     assert task in question
     time.sleep(0.4)
     a.app.send("y")
@@ -182,7 +182,13 @@ def test_a_busy_receiver_queues_and_a_paused_one_refuses(
     b.app.wait_for("Relay paused")
     wait_status(b.app, "relay paused")
     send_from(a, b_id, "refused task", "tell beta again")
-    a.app.wait_for("paused by beta")
+    # Shown as not delivered, never as "✓ ... completed"; the model is told the same.
+    why = "beta is paused: it refuses new messages until it is resumed"
+    card = rf"✗ send_agent_message beta \(pid {b.app.app_pid}\) · {b_id}  not delivered:\s+"
+    a.app.wait_for(re.compile(card + re.escape(why)))
+    assert a.app.all_text().count("✓ send_agent_message") == 1  # the first, accepted one
+    *_, told = wait_requests(a.fake, 2)
+    assert str(told["messages"][-1]["content"]).startswith(f"Error: not delivered: {why}.\n")
     submit(b.app, "/agents")
     b.app.wait_for(f"Relay paused · instance {b_id}")
     submit(b.app, "/agents resume")

@@ -124,6 +124,26 @@ def test_a_summary_that_does_not_fit_the_card_row_gets_its_own_row() -> None:
     assert all(len(row) <= 70 for row in narrow.splitlines())
 
 
+def test_an_undelivered_send_has_its_own_mark_colour_and_words() -> None:
+    why = "beta is paused: it refuses new messages until it is resumed"
+    update = ToolUpdate("1.0", "send_agent_message", "beta (pid 7) · 7-1", "undelivered", why)
+    card = render_tool(update, width=120)
+    assert plain(card) == f"✗ send_agent_message beta (pid 7) · 7-1  not delivered: {why}\n"
+    assert styles_of(card, "✗") == ["class:tool.undelivered"]
+    assert styles_of(card, why) == ["class:tool.reason"]  # the reason is not dimmed
+    narrow = plain(render_tool(update, width=50))
+    assert narrow.splitlines() == [  # a reason is wrapped, never cut
+        "✗ send_agent_message beta (pid 7) · 7-1  not delivered:",
+        "    beta is paused: it refuses new messages until",
+        "    it is resumed",
+    ]
+    # Its transcript entry (a replayed session) looks the same; never "completed".
+    meta = {"name": "send_agent_message", "target": "beta (pid 7) · 7-1", "state": "undelivered"}
+    replayed = plain(render_event(TranscriptEvent("tool", why, meta=meta), width=120))
+    assert replayed == plain(card)
+    assert "completed" not in replayed and "✓" not in replayed
+
+
 def test_command_output_preview_keeps_the_last_lines() -> None:
     output = "\n".join(f"out {i}" for i in range(10)) + "\n\x1b[31mred\n"
     card = render_tool(ToolUpdate("1.0", "run_command", "make", "completed", "exit 0", "", output))

@@ -3,7 +3,9 @@ is sent. The decision itself is ``policy.py`` (pure); this module asks and appli
 
 A call the tool would refuse anyway (arguments that do not fit its schema, a ``cwd`` outside
 the workspace) is not asked about: the tool answers it with its error, and the user is not
-asked to approve something that cannot run.
+asked to approve something that cannot run. For a send, the approver itself may refuse by
+raising ``ToolError`` instead of asking (the app's ``SendLabels`` does, when a fresh ping
+does not find the exact target live): that error is the call's result.
 """
 
 from __future__ import annotations
@@ -132,6 +134,10 @@ class Approvals:
             kind="send", text=message, choices=("y", "n"), origin=self._origin, target=target
         )
         self._p.sink.emit(StateChange("waiting_approval", "send"))
-        if await self._p.approver.ask(question) == "y":
+        try:
+            answer = await self._p.approver.ask(question)
+        except ToolError as exc:  # the relay refused the send before asking: no question
+            return refusal(f"Error: {exc}", "failed", str(exc))
+        if answer == "y":
             return None
         return refusal(f"user denied sending the message to {target}", "denied", "send denied")

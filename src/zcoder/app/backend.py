@@ -36,8 +36,10 @@ _CHECK_SECONDS = 5.0
 
 
 class _SendCardLabels:
-    """Names a send's target like its question does (project, pid, workspace, not a bare
-    id), on its card and its transcript entry."""
+    """Names a send's target like its question does (project and pid, not a bare id), on
+    its card and its transcript entry; and shows a failed send as ``undelivered``: a send
+    fails exactly when no receiver stored the message (refused by it, unanswered, or
+    refused before the question), so its card says ``not delivered``."""
 
     def __init__(self, inner: TurnSink, label: Callable[[str], str] = str) -> None:
         self._inner = inner
@@ -45,10 +47,13 @@ class _SendCardLabels:
 
     def emit(self, event: LiveEvent) -> None:
         if isinstance(event, ToolUpdate) and event.name == SEND_AGENT_MESSAGE:
-            event = attrs.evolve(event, target=self._label(event.target))
+            state = "undelivered" if event.state == "failed" else event.state
+            event = attrs.evolve(event, target=self._label(event.target), state=state)
         elif isinstance(event, Entry) and event.event.meta.get("name") == SEND_AGENT_MESSAGE:
             # The same label as the card's, so the view knows this card is already shown.
             meta = {**event.event.meta, "target": self._label(event.event.meta.get("target", ""))}
+            if meta.get("state") == "failed":
+                meta["state"] = "undelivered"
             event = Entry(attrs.evolve(event.event, meta=meta))
         self._inner.emit(event)
 
@@ -95,7 +100,7 @@ class AgentBackend:
             config=self._config,
             client=self._client,
             toolbox=self._toolbox,
-            approver=SendLabels(approver, self.relay.label),
+            approver=SendLabels(approver, self.relay),
             store=self._store,
             session=self._session,
             sink=_SendCardLabels(sink, self.relay.card_label),

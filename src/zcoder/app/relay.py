@@ -5,8 +5,8 @@ tools' handle, the status line and ``/agents``.
 invalid) and translates it for the app. Only the foreground claims: one message at a time,
 and never while paused (accepted messages wait and run in FIFO order after ``resume``).
 ``on_tools`` hears which relay tools to offer (both while the relay is available, none
-otherwise), and ``SendLabels`` names the target of a send question with what discovery
-reported about it.
+otherwise), and ``SendLabels`` checks a send before its question (a fresh ping must find the
+exact target live) and names the target with what that ping reported about it.
 """
 
 from __future__ import annotations
@@ -29,13 +29,20 @@ from zcoder.relay.registry import Peer
 from zcoder.relay.service import RelayService
 from zcoder.relay.spool import Claimed
 from zcoder.tools.base import Tool
-from zcoder.tools.relay_tools import relay_tools
+from zcoder.tools.relay_tools import check_send, relay_tools
 from zcoder.visible import escape_controls
 
 __all__ = ["RelayLink", "SendLabels"]
 
 _log = logging.getLogger(__name__)
-OFF_REASON = "the relay is off (ZCODER_RELAY=off)"
+OFF_REASON = "switched off by ZCODER_RELAY=off"
+_OFF_FIX = "unset it, or set ZCODER_RELAY=on, and restart zcoder to use it"
+_PROBLEM_PREFIX = "relay disabled: "  # how config.py words a bad relay setting
+_STATE_NOTES = {
+    "ready": "ready",
+    "busy": "busy: the message waits until its current turn ends",
+    "paused": "paused: it will refuse the message unless it is resumed first",
+}
 _CONTROL_HELP = (
     "/agents pause   refuse new relayed messages; those already accepted wait",
     "/agents resume  accept again, and run the waiting ones in order",
@@ -55,7 +62,7 @@ class RelayLink:
         self._runtime_dir = runtime_dir
         self._on_tools = on_tools
         self.service: RelayService | None = None
-        self._reason = config.relay_problem or (OFF_REASON if config.relay.mode == "off" else "")
+        self._reason = _off_reason(config)
         self._peers: dict[str, Peer] = {}
         self._senders: dict[str, tuple[str, int, str]] = {}  # from relayed messages
         self._running: Claimed | None = None
@@ -187,8 +194,10 @@ class RelayLink:
     def _describe(self) -> list[str]:
         state, waiting = self.status()
         service = self.service
+        if state == "off":
+            return [f"Relay off: {self.reason}; {self._off_fix()}."]
         if service is None or state == "unavailable":
-            return [f"Relay {state}: {self.reason}"]
+            return [f"Relay unavailable: {self.reason}"]
         status = service.status()
         running = " (1 running)" if self._running is not None else ""
         return [
@@ -198,15 +207,26 @@ class RelayLink:
             *_CONTROL_HELP,
         ]
 
+    def _off_fix(self) -> str:
+        return "fix it and restart zcoder" if self._config.relay_problem else _OFF_FIX
+
     async def list_lines(self) -> list[str]:
-        """``/list-agents``: the peer table's lines (or the no-peers sentence)."""
+        """``/list-agents``: the peer table's lines, or one line (a notice): the no-peers
+        sentence, or that the relay is off here by configuration and why. ``ZcoderError``
+        when the relay should run but cannot."""
         if self.off:
-            raise ZcoderError(f"/list-agents needs the relay: {self.reason}")
+            return [f"The relay is off in this instance ({self.reason}): no instances listed."]
         try:
             peers = await self.discover()
         except RelayError as exc:
-            raise ZcoderError(f"the relay is unavailable: {exc}") from None
+            raise ZcoderError(f"/list-agents: the relay is unavailable: {exc}") from None
         return peer_table(peers).splitlines()
+
+    async def check_send(self, target: str, message: str) -> None:
+        """Before a send's question: ``ToolError`` (the tool's own refusal) unless a fresh
+        ping finds ``target`` live and the message may be sent. Refreshes what ``label``
+        knows, the target's state included."""
+        await check_send(self, target, message)
 
     # -- the tools' handle ----------------------------------------------------------------
 
@@ -246,14 +266,19 @@ class RelayLink:
         return self._senders.get(instance_id)
 
     def label(self, instance_id: str) -> str:
-        """How a send question names its target (the bare id when nothing is known)."""
+        """How a send question names its target: project, pid, workspace, exact id and the
+        state the last ping reported (the bare id when nothing is known)."""
         who = self._who(instance_id)
         if who is None:
             return instance_id
         project, pid, workspace = who
-        return (
+        label = (
             f"{escape_controls(project)} (pid {pid}, {escape_controls(workspace)}) · {instance_id}"
         )
+        peer = self._peers.get(instance_id)
+        if peer is None:
+            return label
+        return f"{label} · {_STATE_NOTES.get(peer.state, escape_controls(peer.state))}"
 
     def card_label(self, instance_id: str) -> str:
         """A send's tool card, kept to one row: project and pid before the exact id (the
@@ -264,14 +289,30 @@ class RelayLink:
         return f"{escape_controls(who[0])} (pid {who[1]}) · {instance_id}"
 
 
+def _off_reason(config: Config) -> str:
+    """Why the relay is off by configuration (``""`` when it is not): ``ZCODER_RELAY=off``
+    and an invalid relay setting are told apart."""
+    if config.relay_problem:
+        problem = config.relay_problem.removeprefix(_PROBLEM_PREFIX)
+        return f"an invalid setting switched it off: {problem}"
+    return OFF_REASON if config.relay.mode == "off" else ""
+
+
 @attrs.frozen
 class SendLabels:
-    """An ``Approver`` that names a send's target by project, pid and workspace."""
+    """An ``Approver`` that checks a send before asking and names its target by project,
+    pid, workspace and live state.
+
+    A send that ``check_send`` refuses (an empty or over-long message, a target that is not
+    the exact id of an instance a fresh ping found live) is never asked about: ``ask``
+    raises that ``ToolError`` instead, and the turn answers the call with it.
+    """
 
     inner: Approver
-    label: Callable[[str], str]
+    relay: RelayLink
 
     async def ask(self, request: ApprovalRequest) -> Answer:
         if request.kind == "send":
-            request = attrs.evolve(request, target=self.label(request.target))
+            await self.relay.check_send(request.target, request.text)
+            request = attrs.evolve(request, target=self.relay.label(request.target))
         return await self.inner.ask(request)

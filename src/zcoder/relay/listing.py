@@ -1,51 +1,112 @@
 """How discovered peers are shown: the ``/list-agents`` table and the JSON records.
 
 Shared by ``zcoder agents``, ``/list-agents`` and the ``list_agents`` tool, so that the three
-cannot drift. Every string a peer reports about itself is untrusted; ``visible`` escapes the
-characters that could move the cursor or reorder the text on a terminal.
+cannot drift. Every string a peer reports about itself is untrusted; ``visible`` turns the
+characters that could move the cursor or reorder the text into visible tokens (``^[``).
+
+The table shows what the spec lists (project, pid, state, profile, model, instance id and
+workspace) and fits ``TABLE_WIDTH`` columns: one row per peer, its workspace on an indented
+second row. A value too long for its column is shortened in the middle (``…``), keeping its
+start and its end; the instance id and the pid are never shortened, so two peers with one
+project name stay distinguishable even when their workspaces are cut.
 """
 
 from __future__ import annotations
+
+import unicodedata
 
 import attrs
 
 from zcoder.relay.registry import Peer
 from zcoder.visible import escape_controls
 
-__all__ = ["NO_PEERS", "peer_record", "peer_table"]
+__all__ = ["NO_PEERS", "TABLE_WIDTH", "peer_record", "peer_table", "shorten_middle"]
 
 NO_PEERS = "No other local zcoder instances are available."
-_HEADINGS = ("PROJECT", "PID", "STATE", "INSTANCE ID", "WORKSPACE")
-_MIN_WIDTHS = (16, 6, 7, 17)
-# Bidi embeddings, overrides and isolates, marks, and the line/paragraph separators.
+# An 80-column terminal, less the 4 columns the transcript indents a block by.
+TABLE_WIDTH = 76
+_HEADINGS = ("PROJECT", "PID", "STATE", "PROFILE", "MODEL", "INSTANCE ID")
+# project, profile, model: labels, not handles; each shrinks no further than this
+_SHRINKABLE = {0: 10, 3: 7, 4: 10}
+_GAP = "  "
+_INDENT = "  "
 
 
-def peer_table(peers: list[Peer]) -> str:
-    """The spec's ``/list-agents`` table (no trailing newline), or its no-peers sentence."""
+def _cell_width(ch: str) -> int:
+    if unicodedata.combining(ch):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
+def _width(text: str) -> int:
+    return sum(_cell_width(ch) for ch in text)
+
+
+def _take(text: str, cells: int) -> str:
+    """The longest start of ``text`` that fits in ``cells`` columns."""
+    used = 0
+    for n, ch in enumerate(text):
+        used += _cell_width(ch)
+        if used > cells:
+            return text[:n]
+    return text
+
+
+def shorten_middle(text: str, cells: int, *, path: bool = False) -> str:
+    """``text`` in at most ``cells`` columns: its start, ``…`` and its end. A path's end is
+    its most telling part (the project directory), so it keeps two thirds of the room."""
+    if _width(text) <= cells:
+        return text
+    if cells <= 1:
+        return "…"[:cells]
+    tail_cells = (cells - 1) * 2 // 3 if path else (cells - 1) // 2
+    head = _take(text, cells - 1 - tail_cells)
+    tail = _take(text[::-1], cells - 1 - _width(head))[::-1]
+    return f"{head}…{tail}"
+
+
+def _fit_widths(rows: list[tuple[str, ...]], width: int) -> list[int]:
+    widths = [max(_width(row[i]) for row in rows) for i in range(len(_HEADINGS))]
+    over = sum(widths) + len(_GAP) * (len(widths) - 1) - width
+    while over > 0:
+        i = max(_SHRINKABLE, key=lambda k: widths[k] - _SHRINKABLE[k])
+        if widths[i] <= _SHRINKABLE[i]:
+            break  # an unusually long id: let the row run long rather than hide it
+        widths[i] -= 1
+        over -= 1
+    return widths
+
+
+def _line(cells: tuple[str, ...], widths: list[int]) -> str:
+    parts = []
+    for cell, room in zip(cells, widths, strict=True):
+        shown = shorten_middle(cell, room)
+        parts.append(shown + " " * (room - _width(shown)))
+    return _GAP.join(parts).rstrip()
+
+
+def peer_table(peers: list[Peer], width: int = TABLE_WIDTH) -> str:
+    """The ``/list-agents`` table (no trailing newline), or its no-peers sentence."""
     if not peers:
         return NO_PEERS
-    rows = [_HEADINGS] + [
-        (
-            escape_controls(p.manifest.project),
-            str(p.manifest.pid),
-            escape_controls(p.state),
-            p.manifest.instance_id,
-            escape_controls(p.manifest.workspace),
-        )
-        for p in peers
-    ]
-    widths = [max(low, *(len(r[i]) for r in rows)) for i, low in enumerate(_MIN_WIDTHS)]
-    return "\n".join(
-        " ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
-        + " "
-        + row[-1]
-        for row in rows
-    )
+    rows: list[tuple[str, ...]] = [_HEADINGS]
+    for p in peers:
+        m = p.manifest
+        fields = (m.project, str(m.pid), p.state, m.profile, m.model, m.instance_id)
+        rows.append(tuple(escape_controls(f) for f in fields))
+    widths = _fit_widths(rows, width)
+    room = max(width - len(_INDENT), 10)
+    lines = [_line(_HEADINGS, widths), f"{_INDENT}WORKSPACE"]
+    for row, peer in zip(rows[1:], peers, strict=True):
+        workspace = shorten_middle(escape_controls(peer.manifest.workspace), room, path=True)
+        lines += [_line(row, widths), _INDENT + workspace]
+    return "\n".join(lines)
 
 
 def peer_record(peer: Peer) -> dict[str, object]:
-    """A peer as a JSON-ready object: the manifest's fields but ``protocol``, with ``state``
-    as observed by the ping."""
+    """A peer as a JSON-ready object: every field of its manifest but ``protocol`` (always
+    1), in the manifest's order, with ``state`` as observed by the ping. Nothing is
+    shortened or escaped here: the JSON writer escapes."""
     record: dict[str, object] = attrs.asdict(peer.manifest)
     del record["protocol"]
     record["state"] = peer.state

@@ -3,8 +3,11 @@
 Both work through a ``RelayHandle`` (the app implements it over the relay service), so this
 module needs neither the app nor a running listener. Discovery is the same ``discover``
 that ``/list-agents`` and ``zcoder agents`` use. The user's yes for a send is asked by the
-agent before the tool runs (and a relayed turn may only answer its sender); this module
-checks the target and the message and reports the receiver's exact acknowledgement.
+agent before the tool runs (and a relayed turn may only answer its sender), after
+``check_send`` found the target live; this module checks the target and the message again
+and reports the receiver's answer. A send is a success only when the receiver stored the
+message (``accepted``, or ``duplicate``: an earlier attempt was stored); anything else is
+a failed result that begins ``not delivered:``, and its card says the same.
 """
 
 from __future__ import annotations
@@ -20,7 +23,14 @@ from zcoder.relay.registry import Peer
 from zcoder.tools.base import Tool, ToolContext, ToolResult, ToolSpec
 from zcoder.visible import escape_controls
 
-__all__ = ["LIST_AGENTS", "MAX_LISTED", "SEND_AGENT_MESSAGE", "RelayHandle", "relay_tools"]
+__all__ = [
+    "LIST_AGENTS",
+    "MAX_LISTED",
+    "SEND_AGENT_MESSAGE",
+    "RelayHandle",
+    "check_send",
+    "relay_tools",
+]
 
 LIST_AGENTS = "list_agents"
 SEND_AGENT_MESSAGE = "send_agent_message"
@@ -88,7 +98,7 @@ def _list_agents_tool(handle: RelayHandle) -> Tool:
 
 
 def _unknown_target(target: str, peers: list[Peer]) -> ToolError:
-    """The error for a target that is not an exact live instance id, with the candidates."""
+    """The error for a target that is not an exact live instance id, with the live ids."""
     wanted = target.strip().casefold()
     close = [
         p
@@ -97,7 +107,7 @@ def _unknown_target(target: str, peers: list[Peer]) -> ToolError:
         and (
             p.manifest.project.casefold() == wanted
             or str(p.manifest.pid) == wanted
-            or p.manifest.instance_id.startswith(wanted)
+            or p.manifest.instance_id.casefold().startswith(wanted)
             or wanted in p.manifest.workspace.casefold()
         )
     ]
@@ -116,43 +126,71 @@ def _unknown_target(target: str, peers: list[Peer]) -> ToolError:
     )
 
 
-def _ack_text(ack: Ack, peer: Peer) -> tuple[str, str]:
-    """The result text (its first line is the exact ack status) and the card's summary."""
+async def check_send(handle: RelayHandle, target: str, message: str) -> Peer:
+    """The live peer a send of ``message`` to ``target`` would go to, found by a fresh
+    discovery (so a fresh ping). ``ToolError``, the refusal the model gets, when the message
+    is empty, only whitespace or over the limit, or when ``target`` is not the exact id of a
+    live instance (a project name, a pid, a prefix, a dead id). Asked before the user's
+    question, and again when the tool runs: the peer may have gone meanwhile."""
+    if not message.strip():
+        raise ToolError("message is empty: send a self-contained task")
+    limit = handle.max_message_chars
+    if len(message) > limit:
+        raise ToolError(
+            f"message is {len(message)} characters; the limit is {limit} "
+            "(ZCODER_RELAY_MAX_MESSAGE_CHARS): send a shorter, self-contained task"
+        )
+    peers = await _peers(handle)
+    peer = next((p for p in peers if p.manifest.instance_id == target), None)
+    if peer is None:
+        raise _unknown_target(target, peers)
+    return peer
+
+
+# Why a receiver did not store a message, by its ack status ({p}: its project).
+_REFUSED = {
+    "paused": "{p} is paused: it refuses new messages until it is resumed",
+    "full": "{p}'s queue is full",
+    "invalid": "{p} rejected the message as invalid",
+    "wrong_target": "the instance at {p}'s socket says it is not {i}",
+    "unsupported": "{p} does not support this protocol version or request",
+}
+_NOT_STORED = "Nothing is known to be stored there. Tell the user; do not retry unless asked."
+_NOT_DONE = "This says nothing about whether the task will be done: do not claim it was completed."
+
+
+def _not_delivered(why: str) -> ToolResult:
+    """A send that was not stored: the card says ``not delivered: <why>``, and the model's
+    result says the same words."""
+    return ToolResult(f"Error: not delivered: {why}.\n{_NOT_STORED}", ok=False, summary=why)
+
+
+def _ack_result(ack: Ack, peer: Peer) -> ToolResult:
+    """The result of a send the receiver answered: stored (``accepted``, or ``duplicate``:
+    an earlier attempt was), or not delivered."""
     m = peer.manifest
-    who = f"{escape_controls(m.project)} (pid {m.pid})"
+    project = escape_controls(m.project)
     if ack.status == "accepted":
         status = f"accepted (queue position {ack.queue_position})"
-        note = (
-            f"{who} stored the message in its queue. This says nothing about whether the "
-            "task will be done: do not claim it was completed."
-        )
-    else:
-        status = ack.status
-        note = f"{who} did not queue the message."
-    return f"{status}\n{note}", f"{status} by {who}"
+        note = f"{project} (pid {m.pid}) stored the message in its queue. {_NOT_DONE}"
+        return ToolResult(f"{status}\n{note}", summary=f"{status} by {project} (pid {m.pid})")
+    if ack.status == "duplicate":
+        said = f"duplicate: {project} had already accepted this message earlier"
+        return ToolResult(f"{said} (same message id).\n{_NOT_DONE}", summary=said)
+    why = _REFUSED.get(ack.status, "{p} answered {s}")
+    return _not_delivered(why.format(p=project, i=m.instance_id, s=ack.status))
 
 
 def _send_tool(handle: RelayHandle) -> Tool:
     async def run(args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         target, message = args["target_instance_id"], args["message"]
-        if not message.strip():
-            raise ToolError("message is empty: send a self-contained task")
-        limit = handle.max_message_chars
-        if len(message) > limit:
-            raise ToolError(
-                f"message is {len(message)} characters; the limit is {limit} "
-                "(ZCODER_RELAY_MAX_MESSAGE_CHARS): send a shorter, self-contained task"
-            )
-        peers = await _peers(handle)
-        peer = next((p for p in peers if p.manifest.instance_id == target), None)
-        if peer is None:
-            raise _unknown_target(target, peers)
+        peer = await check_send(handle, target, message)  # the model can fix its call
         try:
             ack = await handle.deliver(peer, message)
         except RelayError as exc:
-            raise ToolError(f"the message was not delivered to {_label(peer)}: {exc}") from None
-        text, summary = _ack_text(ack, peer)
-        return ToolResult(text, summary=summary)
+            project = escape_controls(peer.manifest.project)
+            return _not_delivered(f"{project} did not answer: {exc}")
+        return _ack_result(ack, peer)
 
     spec = ToolSpec(
         name=SEND_AGENT_MESSAGE,

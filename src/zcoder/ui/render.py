@@ -38,11 +38,15 @@ __all__ = [
 MAX_DIFF_LINES = 40
 MAX_TOOL_TEXT_LINES = 6
 MAX_OUTPUT_LINES = 4
+# How a card names its state when the state's own name would not read well; the summary
+# then follows as the reason ("not delivered: beta is paused").
+_STATE_WORDS: dict[ToolState, str] = {"undelivered": "not delivered"}
 TOOL_MARKS: dict[ToolState, tuple[str, str]] = {
     "pending": ("○", "class:tool.pending"),
     "running": ("◐", "class:tool.running"),
     "completed": ("✓", "class:tool.ok"),
     "failed": ("✗", "class:tool.failed"),
+    "undelivered": ("✗", "class:tool.undelivered"),
     "denied": ("⊘", "class:tool.denied"),
     "interrupted": ("■", "class:tool.interrupted"),
 }
@@ -107,15 +111,22 @@ def render_tool(update: ToolUpdate, *, width: int = 100) -> StyleAndTextTuples:
         (style, f"{mark} "),
         ("class:tool.name", update.name),
         ("class:tool.target", f" {target}" if target else ""),
-        (style, f"  {update.state}"),
+        (style, f"  {_STATE_WORDS.get(update.state, update.state)}"),
     ]
     if update.summary:
         summary = one_line(update.summary)
         used = sum(get_cwidth(text) for _, text, *_ in out)
+        joiner, summary_style = " · ", "class:tool.summary"
+        if update.state in _STATE_WORDS:  # the summary is the reason: not dimmed
+            out.append((style, ":"))
+            joiner, summary_style = " ", "class:tool.reason"
+        room = max(width - 4, 20)
         if used + 3 + get_cwidth(summary) <= width:
-            out.append(("class:tool.summary", " · " + summary))
+            out.append((summary_style, joiner + summary))
+        elif update.state in _STATE_WORDS:  # a reason is read whole: rows of its own
+            out.extend((summary_style, f"\n    {row}") for _, row in wrap_line(summary, room))
         else:  # a row of its own, rather than one the terminal cuts in mid-word
-            out.append(("class:tool.summary", "\n    " + shorten(summary, max(width - 4, 20))))
+            out.append((summary_style, "\n    " + shorten(summary, room)))
     out.append(("", "\n"))
     if update.output.strip() and update.state in ("completed", "failed"):
         out.extend(_output_preview(update.output, width))

@@ -33,6 +33,8 @@ STYLE = Style.from_dict(
         "tool.running": "ansiyellow",
         "tool.ok": "ansigreen",
         "tool.failed": "ansired",
+        "tool.undelivered": "bold ansired",
+        "tool.reason": "ansired",
         "tool.denied": "ansiyellow",
         "tool.interrupted": "ansibrightblack",
         "diff.add": "ansigreen",

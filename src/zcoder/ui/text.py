@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 
-from zcoder.visible import is_control
+from zcoder.visible import control_token, is_control
 
 __all__ = ["CTRL_STYLE", "one_line", "shorten", "visible", "visible_text"]
 
@@ -22,12 +22,7 @@ def _token(ch: str) -> str | None:
     """The visible stand-in for ``ch``, or ``None`` when it is safe as it is."""
     if ch == "\n" or not is_control(ch):
         return None
-    code = ord(ch)
-    if code < 0x20:
-        return "^" + chr(code + 0x40)
-    if code == 0x7F:
-        return "^?"
-    return f"<U+{code:04X}>"
+    return control_token(ch)
 
 
 def visible(text: str, style: str = "") -> StyleAndTextTuples:

@@ -13,7 +13,7 @@ import trio
 
 from tests.agent.doubles import FakeApprover, RecordingSink, make_config
 from tests.fakes.ollama_server import FakeOllama
-from zcoder.agent.agent import Agent, TurnOutcome, TurnRequest
+from zcoder.agent.agent import Agent, RelaySender, TurnOutcome, TurnRequest
 from zcoder.agent.loop import DEFAULT_NUM_CTX, STOP_MARKER
 from zcoder.agent.ollama import OllamaClient
 from zcoder.approval import Answer
@@ -202,3 +202,61 @@ async def test_warmup_is_disposable(fake: FakeOllama, workspace: Path) -> None:
     assert fake.requests[0]["model"] == MODEL
     assert fake.requests[0]["options"] == {"num_ctx": DEFAULT_NUM_CTX, "num_predict": 1}
     assert stack.session.history == [] and stack.session.events == []
+
+
+def _relayed(task: str) -> TurnRequest:
+    sender = RelaySender(instance_id="1-abcdef01", pid=1, project="peer", workspace="/w")
+    return TurnRequest("relay", task, sender)
+
+
+async def test_a_relayed_turn_that_never_reached_the_model_leaves_no_history(
+    fake: FakeOllama, workspace: Path
+) -> None:
+    stack = Stack(fake, workspace)
+    stack.agent.set_model("nosuch:latest")  # a 404 head: the model never saw the task
+    outcome = await stack.agent.run_turn(_relayed("the task"))
+    assert (outcome.status, outcome.reached_model) == ("error", False)
+    assert stack.session.history == [] and stack.reopen().history == []
+    assert [e.role for e in stack.session.events] == ["relay", "error"]  # the user saw it
+
+
+async def test_an_unreachable_server_is_not_reaching_the_model(workspace: Path) -> None:
+    with FakeOllama({"models": [MODEL]}) as fake:
+        url = fake.url
+    # Nothing listens at url now (the fake released its port).
+    with FakeOllama({"models": [MODEL]}) as other:
+        stack = Stack(other, workspace)
+        await stack.client.aclose()
+        stack.client = OllamaClient(url, stall_seconds=5)
+        stack.agent = Agent(
+            config=stack.config,
+            client=stack.client,
+            toolbox=Toolbox(core_tools()),
+            approver=stack.approver,
+            store=stack.store,
+            session=stack.session,
+            sink=stack.sink,
+        )
+        try:
+            relayed = await stack.agent.run_turn(_relayed("the task"))
+            local = await stack.agent.run_turn(TurnRequest("user", "q"))
+        finally:
+            await stack.client.aclose()
+    assert (relayed.status, relayed.reached_model) == ("error", False)
+    assert "not reachable" in relayed.error
+    # A local prompt is kept as before: the user typed it and sees it in the history.
+    assert (local.status, local.reached_model) == ("error", False)
+    assert stack.session.history == [Message(role="user", content="q")]
+
+
+async def test_a_relayed_turn_that_reached_the_model_counts_as_executed(
+    fake: FakeOllama, workspace: Path
+) -> None:
+    fake.set_script(
+        {"models": [MODEL], "responses": [_tool("read_file", path="a.py"), {"status": 500}]}
+    )
+    stack = Stack(fake, workspace)
+    outcome = await stack.agent.run_turn(_relayed("the task"))
+    assert (outcome.status, outcome.reached_model) == ("error", True)
+    assert [m.role for m in stack.session.history] == ["user", "assistant", "tool"]
+    assert stack.session.history[0].content.startswith("<agent_relay>")

@@ -14,6 +14,8 @@ from zcoder.config import Profile
 
 __all__ = ["build_system_prompt"]
 
+_RELAY_TOOLS = frozenset({"list_agents", "send_agent_message"})
+
 _CODING = """\
 You are zcoder, a coding agent working in a local project on the user's machine.
 Work in small, verifiable steps: look at the code before changing it, make focused edits,
@@ -72,13 +74,17 @@ def build_system_prompt(
     instructions: str = "",
     relay_sender: str = "",
 ) -> str:
-    """The one system message. ``relay_sender`` names the sender instance of a relayed turn."""
+    """The one system message. ``relay_sender`` names the sender instance of a relayed turn.
+
+    The relay guidance is there only while the relay tools are offered (or in a relayed
+    turn): with the relay off, it would only describe records that cannot arrive."""
     parts = [
         _SYSADMIN if profile == "sysadmin" else _CODING,
         f"Workspace: {workspace}",
         _TOOL_RULES,
-        _RELAY,
     ]
+    if relay_sender or _RELAY_TOOLS & set(tool_names):
+        parts.append(_RELAY)
     if "send_agent_message" in tool_names:
         parts.append(_SEND_RULES)
     if relay_sender and "send_agent_message" in tool_names:

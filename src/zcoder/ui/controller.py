@@ -124,8 +124,7 @@ class Controller:
         self.view.notice(
             f"{len(unrun)} accepted relayed message{'s have' if many else ' has'} not run "
             f"yet, from {_senders(unrun)}: leaving drops {'them' if many else 'it'}. "
-            "/quit or Ctrl-D again to leave anyway.",
-            "error",
+            "/quit or Ctrl-D again to leave anyway."
         )
         return True
 

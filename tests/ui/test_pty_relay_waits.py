@@ -10,6 +10,8 @@ from __future__ import annotations
 import signal
 import sys
 
+import pytest
+
 from tests.ui.conftest import (
     DEFAULT_MODEL,
     Launch,
@@ -84,11 +86,12 @@ def test_the_first_quit_names_what_it_would_drop_and_the_second_leaves(
     b.app.wait_for(f"from {sender}: rename users.name")
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_leaves_at_once_and_names_what_it_dropped(
-    launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs
+    launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs, signum: signal.Signals
 ) -> None:
     a, b = hand_over(launch, start_fake, pty_dirs)
-    b.app.signal(signal.SIGTERM)
-    assert b.app.wait_exit() == 128 + signal.SIGTERM
+    b.app.signal(signum)
+    assert b.app.wait_exit() == 128 + signum
     b.app.wait_for("Dropped 1 accepted relayed message that had not run")
     b.app.wait_for(f"from alpha (pid {a.app.app_pid}): rename users.name")

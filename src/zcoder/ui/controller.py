@@ -90,24 +90,32 @@ class Controller:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> str:
         """Handle events until an exit is asked for; returns its reason."""
         self.refresh_status()
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            nursery.start_soon(self._worker)
-            nursery.start_soon(self.start_warmup, True)
-            task_status.started()
-            async for event in self.receive:
-                if isinstance(event, ExitRequest):
-                    _log.debug("exit requested: %s", event.reason)
-                    if event.reason == "user" and self._warn_drop():
-                        continue
-                    self.exit_reason = event.reason
-                    break
-                if isinstance(event, CancelTurn):
-                    self.cancel_turn()
-                elif isinstance(event, Submit):
-                    self.submit(event.text)
-            nursery.cancel_scope.cancel()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._worker)
+                nursery.start_soon(self.start_warmup, True)
+                task_status.started()
+                await self._handle_events()
+                nursery.cancel_scope.cancel()
+        finally:
+            # Status refreshes go on while the app shuts down (the relay withdraws): they
+            # must not start tasks any more.
+            self._nursery = None
         return self.exit_reason
+
+    async def _handle_events(self) -> None:
+        async for event in self.receive:
+            if isinstance(event, ExitRequest):
+                _log.debug("exit requested: %s", event.reason)
+                if event.reason == "user" and self._warn_drop():
+                    continue
+                self.exit_reason = event.reason
+                return
+            if isinstance(event, CancelTurn):
+                self.cancel_turn()
+            elif isinstance(event, Submit):
+                self.submit(event.text)
 
     def request_exit(self, reason: str = "user") -> None:
         self.send.send_nowait(ExitRequest(reason))
@@ -275,6 +283,8 @@ class Controller:
         self.status.title = self.backend.session_title
         self.status.relay, self.status.relay_queued = self.backend.relay_status()
         self.status.relay_held = self.backend.relay_waits_for_model()
+        if self.status.relay_held:  # however it came to wait, something must look again
+            self._start_probe()
         self.terminal.invalidate()
 
     # -- warm-up --------------------------------------------------------------------------

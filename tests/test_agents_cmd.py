@@ -109,7 +109,9 @@ def test_a_zsh_peer_is_listed(short_tmp: Path) -> None:
         out = agents(relay_dir)
         assert out.returncode == 0, out.stderr
         lines = out.stdout.splitlines()
-        assert lines[1].split() == ["digest-zsh", str(peer.pid), "paused", peer.instance_id, "/w/d"]
+        row, workspace = lines[2].split(), lines[3].strip()  # the workspace on a second row
+        assert row[:3] == ["digest-zsh", str(peer.pid), "paused"]
+        assert (row[-1], workspace) == (peer.instance_id, "/w/d")
         out = agents(relay_dir, "--json")
         [record] = json.loads(out.stdout)
         assert (record["instance_id"], record["state"]) == (peer.instance_id, "paused")

@@ -13,7 +13,7 @@ import trio
 
 from tests.agent.doubles import FakeApprover, RecordingSink, make_config
 from tests.fakes.ollama_server import FakeOllama
-from zcoder.agent.agent import Agent, TurnOutcome, TurnRequest
+from zcoder.agent.agent import Agent, RelaySender, TurnOutcome, TurnRequest
 from zcoder.agent.loop import STOP_MARKER
 from zcoder.agent.model import ChatRequest, StallLimits
 from zcoder.agent.ollama import OllamaClient
@@ -277,3 +277,61 @@ async def test_warmup_of_a_model_without_thinking_asks_again_without_it(
     await stack.agent.warmup()
     await stack.agent.run_turn(TurnRequest("user", "q"))
     assert calls == [True, False, False]  # the turn no longer asks for thinking
+
+
+def _relayed(task: str) -> TurnRequest:
+    sender = RelaySender(instance_id="1-abcdef01", pid=1, project="peer", workspace="/w")
+    return TurnRequest("relay", task, sender)
+
+
+async def test_a_relayed_turn_that_never_reached_the_model_leaves_no_history(
+    open_stack: OpenStack, fake: FakeOllama, workspace: Path
+) -> None:
+    stack = open_stack()
+    stack.agent.set_model("nosuch:latest")  # a 404 head: the model never saw the task
+    outcome = await stack.agent.run_turn(_relayed("the task"))
+    assert (outcome.status, outcome.reached_model) == ("error", False)
+    assert stack.session.history == [] and stack.reopen().history == []
+    assert [e.role for e in stack.session.events] == ["relay", "error"]  # the user saw it
+
+
+async def test_an_unreachable_server_is_not_reaching_the_model(workspace: Path) -> None:
+    with FakeOllama({"models": [MODEL]}) as fake:
+        url = fake.url
+    # Nothing listens at url now (the fake released its port).
+    with FakeOllama({"models": [MODEL]}) as other:
+        stack = Stack(other, workspace)
+        await stack.client.aclose()
+        stack.client = OllamaClient(url, stall=StallLimits(5, 5))
+        stack.agent = Agent(
+            config=stack.config,
+            client=stack.client,
+            toolbox=Toolbox(core_tools()),
+            approver=stack.approver,
+            store=stack.store,
+            session=stack.session,
+            sink=stack.sink,
+        )
+        try:
+            relayed = await stack.agent.run_turn(_relayed("the task"))
+            local = await stack.agent.run_turn(TurnRequest("user", "q"))
+        finally:
+            await stack.client.aclose()
+    assert (relayed.status, relayed.reached_model) == ("error", False)
+    assert "not reachable" in relayed.error
+    # A local prompt is kept as before: the user typed it and sees it in the history.
+    assert (local.status, local.reached_model) == ("error", False)
+    assert stack.session.history == [Message(role="user", content="q")]
+
+
+async def test_a_relayed_turn_that_reached_the_model_counts_as_executed(
+    open_stack: OpenStack, fake: FakeOllama, workspace: Path
+) -> None:
+    fake.set_script(
+        {"models": [MODEL], "responses": [_tool("read_file", path="a.py"), {"status": 500}]}
+    )
+    stack = open_stack()
+    outcome = await stack.agent.run_turn(_relayed("the task"))
+    assert (outcome.status, outcome.reached_model) == ("error", True)
+    assert [m.role for m in stack.session.history] == ["user", "assistant", "tool"]
+    assert stack.session.history[0].content.startswith("<agent_relay>")

@@ -8,8 +8,11 @@ WS = Path("/work/demo")
 CORE = ["read_file", "run_command", "finish"]
 
 
+RELAY = [*CORE, "list_agents", "send_agent_message"]
+
+
 def test_coding_prompt_has_workspace_tools_finish_and_relay_guidance() -> None:
-    text = build_system_prompt(profile="coding", workspace=WS, tool_names=CORE)
+    text = build_system_prompt(profile="coding", workspace=WS, tool_names=RELAY)
     assert "Workspace: /work/demo" in text
     assert "finish(status, response)" in text
     assert "only tool" in text
@@ -17,9 +20,21 @@ def test_coding_prompt_has_workspace_tools_finish_and_relay_guidance() -> None:
     assert "work request, not\nas evidence" in text
     assert "inspect the current workspace" in text
     assert "cannot weaken" in text and "sysadmin safeguards" in text
-    assert "send_agent_message" not in text
     assert "<project_instructions>" not in text
     assert "careful system operator" not in text
+
+
+def test_relay_guidance_only_while_the_relay_tools_are_offered() -> None:
+    text = build_system_prompt(profile="coding", workspace=WS, tool_names=CORE)
+    assert "agent_relay" not in text and "send_agent_message" not in text
+    assert "Relayed tasks" not in text
+    listing = build_system_prompt(profile="coding", workspace=WS, tool_names=[*CORE, "list_agents"])
+    assert "<agent_relay>" in listing and "Contacting other zcoder" not in listing
+    # A relayed turn whose relay went away meanwhile still reads its record as relay text.
+    relayed = build_system_prompt(
+        profile="coding", workspace=WS, tool_names=CORE, relay_sender="42110-777"
+    )
+    assert "<agent_relay>" in relayed
 
 
 def test_sysadmin_prompt_is_careful() -> None:

@@ -21,9 +21,9 @@ from zcoder.conversation import TranscriptEvent
 from zcoder.errors import ZcoderError
 from zcoder.live import Entry, StateChange, TextDelta
 from zcoder.ui.approval import ApprovalLine
-from zcoder.ui.backend import SessionRow
+from zcoder.ui.backend import SessionRow, Unrun
 from zcoder.ui.controller import Controller
-from zcoder.ui.status import Status
+from zcoder.ui.status import Status, render_status
 from zcoder.ui.terminal import Terminal
 
 
@@ -45,6 +45,9 @@ class FakeBackend:
         self.relayed: list[str] = []
         self.paused = False
         self.relay_gate: trio.Event | None = None
+        self.model_down = False  # relayed turns fail before reaching the model
+        self.held = False
+        self.checks = 0
         self.sink: Controller | None = None
         self.approver: ApprovalLine | None = None
         self._scope: trio.CancelScope | None = None
@@ -76,6 +79,10 @@ class FakeBackend:
         return True
 
     async def check_model(self) -> str:
+        self.checks += 1
+        if self.model_down:
+            return "Ollama is not reachable"
+        self.held = False
         return self.check_problem
 
     async def warmup(self) -> str:
@@ -110,11 +117,21 @@ class FakeBackend:
         return [TranscriptEvent("user", "old question"), TranscriptEvent("assistant", "old answer")]
 
     def relay_waiting(self) -> bool:
-        return bool(self.relayed) and not self.paused
+        return bool(self.relayed) and not self.paused and not self.held
+
+    def relay_waits_for_model(self) -> bool:
+        return self.held and bool(self.relayed)
+
+    def relay_unrun(self) -> list[Unrun]:
+        return [Unrun(f"1-ab-{n}", "peer (pid 7)", text) for n, text in enumerate(self.relayed)]
 
     async def run_relay_turn(self) -> bool:
         if not self.relayed:
             return False
+        if self.model_down:  # like the real one: back first in the queue, held
+            self.turns.append(f"unreached: {self.relayed[0]}")
+            self.held = True
+            return True
         text = self.relayed.pop(0)
         self.turns.append(f"relay: {text}")
         assert self.sink is not None
@@ -459,3 +476,69 @@ def test_quit_and_ctrl_d_end_the_controller() -> None:
             await h.exited.wait()
 
         assert run(body, FakeBackend(), warmup=False).reason == "user"
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_a_relayed_message_that_did_not_reach_the_model_waits_and_runs_later() -> None:
+    backend = FakeBackend()
+    backend.model_down = True
+    backend.relayed.append("from a peer")
+
+    async def body(h: Harness) -> None:
+        h.controller.wake()
+        await h.until(lambda: h.backend.turns == ["unreached: from a peer"])
+        await h.until(lambda: not h.controller.turn_active)
+        assert h.terminal.status.relay_held and h.terminal.status.relay_queued == 1
+        status = to_plain_text(render_status(h.terminal.status, 120))
+        assert "relay on (1 waiting for the model)" in status
+        h.keys("local\r")  # a local prompt still runs meanwhile
+        await h.until(lambda: h.backend.turns[-1] == "local")
+        h.backend.gate.set()
+        await h.until(lambda: h.backend.checks >= 2)  # backing off, checking the server
+        assert h.backend.turns == ["unreached: from a peer", "local"]  # no retry while down
+        h.backend.model_down = False
+        await h.until(lambda: h.backend.turns[-1] == "relay: from a peer")
+        await h.until(lambda: not h.controller.turn_active)
+        assert not h.terminal.status.relay_held and h.terminal.status.relay_queued == 0
+
+    run(body, backend, warmup=False, model_retry=(0.01, 0.02))
+
+
+def test_the_first_quit_says_which_relayed_messages_it_would_drop() -> None:
+    backend = FakeBackend()
+    backend.paused = True  # accepted, not run
+    backend.relayed.extend(["first", "second"])
+
+    async def body(h: Harness) -> None:
+        h.keys("/quit\r")
+        await h.until(lambda: "leaving drops them" in flat(h.output))
+        assert not h.exited.is_set()
+        backend.relayed.append("third")  # new since the warning: warned again
+        h.keys("\x04")
+        await h.until(lambda: flat(h.output).count("leaving drops them") == 2)
+        assert not h.exited.is_set()
+        h.keys("\x04")
+        await h.exited.wait()
+
+    h = run(body, backend, warmup=False)
+    assert h.reason == "user"
+    assert (
+        "2 accepted relayed messages have not run yet, from peer (pid 7) (2): leaving drops "
+        "them. /quit or Ctrl-D again to leave anyway."
+    ) in flat(h.output)
+
+
+def test_a_signal_leaves_at_once_whatever_waits() -> None:
+    backend = FakeBackend()
+    backend.paused = True
+    backend.relayed.append("first")
+
+    async def body(h: Harness) -> None:
+        h.controller.request_exit("SIGTERM")
+        await h.exited.wait()
+
+    h = run(body, backend, warmup=False)
+    assert h.reason == "SIGTERM" and "leaving drops" not in h.output

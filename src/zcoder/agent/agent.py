@@ -8,12 +8,15 @@ conversation-wide command grant (the user's ``a``).
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
+import attrs
 import trio
 
 from zcoder.agent.loop import Turn
-from zcoder.agent.model import ModelClient
+from zcoder.agent.model import ChatChunk, ChatRequest, ModelClient, ModelInfo
 from zcoder.agent.rounds import TurnParts
 from zcoder.agent.turns import OutcomeStatus, RelaySender, TurnOutcome, TurnRequest
 from zcoder.agent.window import Calibration, Window, decide_window
@@ -33,6 +36,34 @@ __all__ = ["Agent", "OutcomeStatus", "RelaySender", "TurnOutcome", "TurnRequest"
 _log = logging.getLogger(__name__)
 # Asking the server for a model's context window is an extra; it must not hold a turn up.
 _ASK_WINDOW_SECONDS = 5.0
+
+
+class _Reach:
+    """A ``ModelClient`` that notes whether a chat request got a response head: only
+    then can the model have acted on the turn (a failure before it ran nothing)."""
+
+    def __init__(self, inner: ModelClient) -> None:
+        self._inner = inner
+        self.reached = False
+
+    @property
+    def kind(self) -> str:
+        return self._inner.kind
+
+    async def context_length(self, model: str) -> int | None:
+        return await self._inner.context_length(model)
+
+    @asynccontextmanager
+    async def stream_chat(self, request: ChatRequest) -> AsyncIterator[AsyncIterator[ChatChunk]]:
+        async with self._inner.stream_chat(request) as chunks:
+            self.reached = True
+            yield chunks
+
+    async def list_models(self) -> list[ModelInfo]:
+        return await self._inner.list_models()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 class Agent:
@@ -109,7 +140,7 @@ class Agent:
         """Load the model and fill the server's prompt cache with the next turn's prefix
         (system prompt, tool schemas, the history so far), asking for one output token.
         Nothing of it is stored in the session."""
-        parts = self._turn_parts()
+        parts = self._turn_parts(self._client)
         # The same window as the turns: another num_ctx would make Ollama load it again.
         parts.window = await self._window()
         request = TurnRequest("user", "(warm-up)")
@@ -131,12 +162,19 @@ class Agent:
 
     async def run_turn(self, request: TurnRequest) -> TurnOutcome:
         """Run one turn to its end. Model failures become an ``error`` outcome; a cancel
-        from an outer scope propagates once the history is consistent and saved."""
+        from an outer scope propagates once the history is consistent and saved.
+
+        A relayed turn whose every model request failed before a response head (its
+        outcome's ``reached_model`` is false) leaves no message in the history: it was not
+        executed, and its retry must be the only copy the model sees. Its transcript
+        entries stay: the user saw them."""
         if self._scope is not None:
             return TurnOutcome("error", error="a turn is already running")
-        parts = self._turn_parts()
+        reach = _Reach(self._client)
+        parts = self._turn_parts(reach)
         turn = Turn(parts, request, load_instructions(self._config.home, self._config.workspace))
         self._scope = scope = trio.CancelScope()
+        before = len(parts.session.history)
         try:
             turn.begin()
             self._save(parts.session)
@@ -145,6 +183,9 @@ class Agent:
                 outcome = await turn.run()
             if scope.cancelled_caught:
                 outcome = turn.interrupt()
+            outcome = attrs.evolve(outcome, reached_model=reach.reached)
+            if request.origin == "relay" and outcome.status == "error" and not reach.reached:
+                del parts.session.history[before:]
         except BaseException:
             # An outer cancel, Ctrl-C or a bug: leave a history the next request can use.
             turn.interrupt()
@@ -155,10 +196,10 @@ class Agent:
             self._save(parts.session)  # synchronous: nothing to shield
         return outcome
 
-    def _turn_parts(self) -> TurnParts:
+    def _turn_parts(self, client: ModelClient) -> TurnParts:
         return TurnParts(
             config=self._config,
-            client=self._client,
+            client=client,
             toolbox=self._toolbox,
             approver=self._approver,
             sink=self._sink,

@@ -107,7 +107,8 @@ class ModelClient(Protocol):
     only for transport failures, never for "not reported".
     """
 
-    kind: str
+    @property
+    def kind(self) -> str: ...
 
     async def context_length(self, model: str) -> int | None: ...
 

@@ -14,6 +14,8 @@ from zcoder.config import Profile
 
 __all__ = ["build_system_prompt"]
 
+_RELAY_TOOLS = frozenset({"list_agents", "send_agent_message"})
+
 _CODING = """\
 You are zcoder, a coding agent working in a local project on the user's machine.
 Work in small, verifiable steps: look at the code before changing it, make focused edits,
@@ -77,8 +79,12 @@ def build_system_prompt(
     The parts that are the same everywhere come first and those of one workspace or one
     turn last, so that a server's prompt cache (filled by the warm-up) keeps the longest
     common prefix: the workspace line, then the project instructions, then the relay sender.
+    The relay guidance is there only while the relay tools are offered (or in a relayed
+    turn): with the relay off, it would only describe records that cannot arrive.
     """
-    parts = [_SYSADMIN if profile == "sysadmin" else _CODING, _TOOL_RULES, _RELAY]
+    parts = [_SYSADMIN if profile == "sysadmin" else _CODING, _TOOL_RULES]
+    if relay_sender or _RELAY_TOOLS & set(tool_names):
+        parts.append(_RELAY)
     if "send_agent_message" in tool_names:
         parts.append(_SEND_RULES)
     parts.append(f"Workspace: {workspace}")

@@ -45,11 +45,16 @@ class TurnRequest:
 
 @attrs.frozen
 class TurnOutcome:
-    """How a turn ended: ``text`` is the final answer, ``error`` the one-line failure."""
+    """How a turn ended: ``text`` is the final answer, ``error`` the one-line failure.
+
+    ``reached_model``: some model request of the turn got a response head (HTTP success),
+    so the model may have acted on it; ``False`` when every request failed before that
+    (server unreachable, model missing), so nothing of the turn was executed."""
 
     status: OutcomeStatus
     text: str = ""
     error: str = ""
+    reached_model: bool = True
 
 
 def _one_line(text: str) -> str:
@@ -60,15 +65,23 @@ def relay_record(sender: RelaySender, text: str) -> str:
     """The labelled user-role context record of a relayed task (the relay spec's wrapper).
 
     Self-reported header values are flattened to one line, and a closing tag inside the
-    task is defused, so relay text cannot end the record early and speak outside it.
+    task is defused, so relay text cannot end the record early and speak outside it. The
+    ``Sender check`` line says whether peer credentials confirmed the sender's pid (the
+    transcript shows the same to the user).
     """
     task = text.replace("</agent_relay", "<\\/agent_relay")
+    check = (
+        "peer credentials confirmed the sender's pid"
+        if sender.verified
+        else "NOT verified: peer credentials did not confirm the sender's pid"
+    )
     return (
         "<agent_relay>\n"
         "Another zcoder process on this machine relayed this task. Its sender details\n"
         "are self-reported, and the local user may not have seen or approved the request.\n"
         f"Sender: {_one_line(sender.project)} (pid {sender.pid})\n"
         f"Sender workspace: {_one_line(sender.workspace)}\n"
+        f"Sender check: {check}\n"
         "\n"
         "Task:\n"
         f"{task}\n"

@@ -17,6 +17,7 @@ from zcoder.agent.agent import Agent, RelaySender, TurnRequest
 from zcoder.agent.ollama import OllamaClient
 from zcoder.agent.rounds import describe_model_error
 from zcoder.app.relay import RelayLink, SendLabels
+from zcoder.app.relay_unrun import sender_label
 from zcoder.approval import Approver
 from zcoder.config import Config
 from zcoder.conversation import TranscriptEvent
@@ -27,7 +28,7 @@ from zcoder.session import Session, SessionStore, SessionSummary
 from zcoder.tools.base import Tool
 from zcoder.tools.registry import Toolbox, core_tools
 from zcoder.tools.relay_tools import SEND_AGENT_MESSAGE
-from zcoder.ui.backend import SessionRow
+from zcoder.ui.backend import SessionRow, Unrun
 
 __all__ = ["AgentBackend"]
 
@@ -91,6 +92,9 @@ class AgentBackend:
         self._toolbox = Toolbox(self._core_tools)
         self.relay = RelayLink(config, runtime_dir, self._offer_relay_tools)
         self._sink: TurnSink | None = None
+        # A relayed turn could not reach the model: relayed messages wait (local prompts
+        # still run) until the model answers again.
+        self._model_down = False
         self.models: list[str] = []
         self.session_ids: list[str] = []
 
@@ -139,9 +143,12 @@ class AgentBackend:
     async def run_turn(self, text: str) -> str:
         self.relay.refresh(state="busy")
         try:
-            return (await self.agent.run_turn(TurnRequest("user", text))).status
+            outcome = await self.agent.run_turn(TurnRequest("user", text))
         finally:
             self.relay.refresh(state="ready")
+        if outcome.reached_model:
+            self._model_down = False
+        return outcome.status
 
     def cancel_turn(self) -> bool:
         return self.agent.cancel_turn()
@@ -155,6 +162,7 @@ class AgentBackend:
         except ZcoderError as exc:
             return str(exc)
         if _installed(self.model, self.models):
+            self._model_down = False
             return ""
         return (
             f"model '{self.model}' is not installed on {self._config.host}: run "
@@ -166,6 +174,7 @@ class AgentBackend:
             await self.agent.warmup()
         except ModelError as exc:
             return self._describe(exc)
+        self._model_down = False
         return ""
 
     async def list_models(self) -> list[str]:
@@ -182,6 +191,7 @@ class AgentBackend:
     def set_model(self, name: str) -> None:
         self.agent.set_model(name)
         self.relay.refresh(model=name)
+        self._model_down = False  # another model: worth trying the waiting messages
 
     def _leave(self, new: Session) -> None:
         old = self.agent.session
@@ -218,23 +228,49 @@ class AgentBackend:
         return await self.relay.start(root, model=self.model, session_id=self.session_id)
 
     def relay_waiting(self) -> bool:
-        return self.relay.waiting()
+        return self.relay.waiting() and not self._model_down
+
+    def relay_waits_for_model(self) -> bool:
+        return self._model_down and self.relay.status()[1] > 0
+
+    def relay_unrun(self) -> list[Unrun]:
+        return self.relay.unrun()
 
     async def run_relay_turn(self) -> bool:
+        """Claim and run one relayed message. It is settled (at most once) when its turn
+        reached the model, whatever the outcome; when it never did (server unreachable,
+        model missing), nothing of it ran: it goes back first in the queue and waits for
+        the model (``relay_waits_for_model``)."""
         claimed, problems = self.relay.claim()
         for problem in problems:  # shown, never given to the model
             self._show(TranscriptEvent(role="error", text=problem))
         if claimed is None:
             return False
         self.relay.refresh(state="busy")
+        unreached = reached = False
         try:
             outcome = await self.agent.run_turn(TurnRequest("relay", *_sender(claimed)))
             _log.debug("relayed turn %s ended: %s", claimed.envelope.message_id, outcome.status)
+            reached = outcome.reached_model
+            unreached = outcome.status == "error" and not reached
         finally:
-            problem = self.relay.complete(claimed)
+            settle = self.relay.release if unreached else self.relay.complete
+            problem = settle(claimed)
             self.relay.refresh(state="ready")
             if problem:
                 self._show(TranscriptEvent(role="error", text=problem))
+        if unreached and not problem:
+            self._model_down = True
+            self._show(
+                TranscriptEvent(
+                    role="system",
+                    text=f"The relayed message from {sender_label(claimed.envelope)} did not "
+                    "reach the model: it stays first in the queue and runs when the model "
+                    "answers again.",
+                )
+            )
+        elif reached:
+            self._model_down = False
         return True
 
     def relay_status(self) -> tuple[str, int]:

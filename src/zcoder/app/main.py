@@ -4,7 +4,9 @@
 installs the signal handlers; ``trio_main`` opens the root nursery with the app, the
 controller (and the relay when it runs here). Every exit (Ctrl-D, ``/quit``, SIGTERM,
 SIGHUP, a crash) cancels the root scope: the app leaves raw mode, Trio ends, the session is
-saved and released; only then does ``run_app`` print how to resume, and any traceback.
+saved and released; only then does ``run_app`` print how to resume, any traceback, and the
+accepted relayed messages that had not run (dropped with the spool; read just before the
+relay shuts down).
 """
 
 from __future__ import annotations
@@ -31,12 +33,13 @@ from zcoder.errors import SessionError
 from zcoder.logfile import install_log
 from zcoder.runtime import open_runtime_dir
 from zcoder.session import Session, SessionStore
+from zcoder.ui.backend import Unrun
 from zcoder.ui.controller import Controller
 from zcoder.ui.history import PromptHistory
 from zcoder.ui.render import render_event
 from zcoder.ui.status import Status
 from zcoder.ui.terminal import Terminal
-from zcoder.ui.text import visible, visible_text
+from zcoder.ui.text import one_line, shorten, visible, visible_text
 from zcoder.ui.wrap import wrap_fragments
 
 __all__ = ["run_app"]
@@ -56,6 +59,7 @@ class _Exit:
     crash: BaseException | None = None
     request: Any = None  # set once Trio is up: callable(reason) that asks for the exit
     pending: str = ""  # an exit asked for before Trio was ready
+    dropped: list[Unrun] = attrs.Factory(list)  # accepted relayed messages that never ran
 
 
 def run_app(config: Config) -> int:
@@ -86,6 +90,7 @@ def _report(state: _Exit) -> int:
         if state.saved:
             sid = state.session_id
             sys.stdout.write(f"Session {sid} saved. Resume with: zcoder --resume {sid}\n")
+        sys.stdout.write(_dropped_lines(state.dropped))
         sys.stdout.flush()
     except OSError:
         pass  # the terminal hung up: the session is saved all the same
@@ -93,6 +98,20 @@ def _report(state: _Exit) -> int:
         return 1
     signum = next((s for s, name in _SIGNALS.items() if name == state.reason), None)
     return 128 + int(signum) if signum is not None else 0
+
+
+def _dropped_lines(dropped: list[Unrun]) -> str:
+    if not dropped:
+        return ""
+    many = len(dropped) > 1
+    lines = [
+        f"Dropped {len(dropped)} accepted relayed message{'s' if many else ''} that had not "
+        "run (the sender was not told):"
+    ]
+    for u in dropped:
+        task = shorten(one_line(u.task), 60)
+        lines.append(f"  from {visible_text(one_line(u.sender))}: {visible_text(task)}")
+    return "\n".join(lines) + "\n"
 
 
 def _setup_logging(config: Config, runtime_dir: Path) -> bool:
@@ -208,7 +227,11 @@ async def _run_root(
             controller.view.notice(f"Relay unavailable: {problem}")
         if state.pending:
             controller.request_exit(state.pending)
-        state.reason = await controller.run()
+        try:
+            state.reason = await controller.run()
+        finally:
+            # Before the root scope's cancel reaches the relay, which removes the spool.
+            state.dropped = backend.relay_unrun()
         root.cancel_scope.cancel()
 
 

@@ -19,17 +19,19 @@ from pathlib import Path
 import attrs
 import trio
 
+from zcoder.app.relay_unrun import read_unrun
 from zcoder.approval import Answer, ApprovalRequest, Approver
 from zcoder.config import Config
 from zcoder.errors import RelayError, RelayUnavailable, ZcoderError
 from zcoder.relay import client
-from zcoder.relay.envelope import Ack
+from zcoder.relay.envelope import Ack, Limits
 from zcoder.relay.listing import peer_table
 from zcoder.relay.registry import Peer
 from zcoder.relay.service import RelayService
 from zcoder.relay.spool import Claimed
 from zcoder.tools.base import Tool
 from zcoder.tools.relay_tools import check_send, relay_tools
+from zcoder.ui.backend import Unrun
 from zcoder.visible import escape_controls
 
 __all__ = ["RelayLink", "SendLabels"]
@@ -173,6 +175,30 @@ class RelayLink:
         finally:
             self._changed()
         return ""
+
+    def release(self, claimed: Claimed) -> str:
+        """Put back, first in the queue, a message whose turn never reached the model (so
+        nothing of it ran); ``""``, or the problem to show when it could not be put back:
+        then it is settled as by ``complete`` (never run twice) and the problem says so."""
+        self._running = None
+        spool = self.service.spool if self.service is not None else None
+        try:
+            if spool is not None:
+                spool.unclaim(claimed)
+        except (RelayError, OSError) as exc:
+            _log.warning("relay: %s", exc)
+            settled = self.complete(claimed)
+            return f"{exc}; it was dropped" + (f" ({settled})" if settled else "")
+        finally:
+            self._changed()
+        return ""
+
+    def unrun(self) -> list[Unrun]:
+        """The accepted messages that have not run (not the running one), oldest first."""
+        spool = self.service.spool if self.service is not None else None
+        settings = self._config.relay
+        limits = Limits(max_bytes=settings.max_bytes, max_message_chars=settings.max_message_chars)
+        return read_unrun(spool, limits)
 
     # -- /agents and /list-agents ---------------------------------------------------------
 

@@ -233,6 +233,38 @@ class Spool:
         if problem:
             raise RelayError(f"cannot write the relay receipt of {mid}: {problem}")
 
+    def unclaim(self, claimed: Claimed) -> None:
+        """Put a claimed message back into ``inbox/`` under its own name, so it is the
+        next to be claimed again (its sequence is the lowest there): for a turn that never
+        reached the model, so nothing of it was executed.
+
+        Raises ``RelayError`` when it cannot be put back (the caller then settles it with
+        ``complete``); ``ValueError`` for an entry of another spool. A spool that is already
+        gone (the relay shut down meanwhile) is not an error: nothing is left to put back."""
+        if claimed.path.parent != self._dirs["processing"]:
+            raise ValueError(f"{claimed.path} is not in this spool's processing directory")
+        mid, name = claimed.envelope.message_id, claimed.path.name
+        if self._processing.get(mid) != name:
+            raise RelayError(f"the relayed message {mid} is not being processed")
+        try:
+            os.rename(claimed.path, self._dirs["inbox"] / name)
+        except FileNotFoundError:
+            if not self.root.exists():
+                del self._processing[mid]
+                return
+            raise RelayError(
+                f"cannot put the relayed message {mid} back in the queue: it is gone"
+            ) from None
+        except OSError as exc:
+            raise RelayError(
+                f"cannot put the relayed message {mid} back in the queue: {exc.strerror or exc}"
+            ) from None
+        del self._processing[mid]
+        self._inbox[mid] = name
+        self._work.set()
+        self._work = trio.Event()
+        self._changed()
+
     async def wait_for_work(self) -> None:
         """Return once ``depth() > 0`` (at once if it already is); woken by ``enqueue``."""
         while self.depth() == 0:

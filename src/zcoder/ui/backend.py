@@ -13,7 +13,7 @@ import attrs
 
 from zcoder.conversation import TranscriptEvent
 
-__all__ = ["Backend", "SessionRow"]
+__all__ = ["Backend", "SessionRow", "Unrun"]
 
 
 @attrs.frozen
@@ -27,6 +27,16 @@ class SessionRow:
     messages: int
     problem: str = ""
     current: bool = False
+
+
+@attrs.frozen
+class Unrun:
+    """An accepted relayed message that has not run (leaving would drop it), as sent:
+    ``sender`` like ``alpha (pid 123)``, ``task`` its text (raw: escape before showing)."""
+
+    message_id: str
+    sender: str
+    task: str
 
 
 class Backend(Protocol):
@@ -72,6 +82,16 @@ class Backend(Protocol):
     async def run_relay_turn(self) -> bool:
         """Claim one waiting relayed message and run it as a turn; ``False`` when another
         claimer was faster. The worker asks before each local prompt (relay first)."""
+        ...
+
+    def relay_waits_for_model(self) -> bool:
+        """Relayed messages wait because their turn could not reach the model; they run
+        once the model answers again (a check or warm-up that succeeds, a turn that
+        reaches it). Until then ``relay_waiting`` is false and local prompts still run."""
+        ...
+
+    def relay_unrun(self) -> list[Unrun]:
+        """The accepted relayed messages that have not run, oldest first."""
         ...
 
     def relay_status(self) -> tuple[str, int]:

@@ -4,10 +4,18 @@ A Trio task beside the app. It owns the prompt queue and the one turn worker: En
 a turn runs queues the text (shown as queued); Escape cancels the turn and hands queued
 prompts back to the input, so nothing starts that the user just tried to stop. It is also
 the agent's ``TurnSink``: live events update the transcript view and the status bar.
+
+A relayed message whose turn could not reach the model waits first in the queue; the
+controller then checks the server again with a growing pause (``model_retry``: first and
+longest, in seconds), so it runs once the model answers, without a busy loop. The pause
+grows across such failures and starts again from the first only when a relayed turn
+reaches the model. Leaving while accepted relayed messages have not run asks once: the
+first ``/quit`` (Ctrl-D, Ctrl-C) says what would be dropped, the second leaves.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import logging
 import math
@@ -17,7 +25,7 @@ import trio
 
 from zcoder.commands import parse
 from zcoder.live import Entry, LiveEvent, StateChange
-from zcoder.ui.backend import Backend
+from zcoder.ui.backend import Backend, Unrun
 from zcoder.ui.events import CancelTurn, ExitRequest, Submit, UiEvent
 from zcoder.ui.slash import SlashCommands
 from zcoder.ui.terminal import Terminal
@@ -26,10 +34,23 @@ __all__ = ["Controller"]
 
 _log = logging.getLogger(__name__)
 _CHECK_SECONDS = 5.0
+MODEL_RETRY = (2.0, 60.0)
+
+
+def _senders(unrun: list[Unrun]) -> str:
+    counts = collections.Counter(u.sender for u in unrun)
+    return ", ".join(f"{who} ({n})" if n > 1 else who for who, n in counts.items())
 
 
 class Controller:
-    def __init__(self, terminal: Terminal, backend: Backend, *, warmup: bool = True) -> None:
+    def __init__(
+        self,
+        terminal: Terminal,
+        backend: Backend,
+        *,
+        warmup: bool = True,
+        model_retry: tuple[float, float] = MODEL_RETRY,
+    ) -> None:
         self.terminal = terminal
         self.backend = backend
         self.view = terminal.view
@@ -43,6 +64,10 @@ class Controller:
         self._relay_turn = False
         self._requeued = False
         self._after_turn: list[str] = []
+        self._model_retry = model_retry
+        self._retry_delay = model_retry[0]
+        self._probing = False
+        self._warned_drop: set[str] | None = None  # the ids the last /quit warned about
         self.exit_reason = ""
         self.slash = SlashCommands(self)
         send, self.receive = trio.open_memory_channel[UiEvent](math.inf)
@@ -65,25 +90,51 @@ class Controller:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> str:
         """Handle events until an exit is asked for; returns its reason."""
         self.refresh_status()
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            nursery.start_soon(self._worker)
-            nursery.start_soon(self.start_warmup, True)
-            task_status.started()
-            async for event in self.receive:
-                if isinstance(event, ExitRequest):
-                    _log.debug("exit requested: %s", event.reason)
-                    self.exit_reason = event.reason
-                    break
-                if isinstance(event, CancelTurn):
-                    self.cancel_turn()
-                elif isinstance(event, Submit):
-                    self.submit(event.text)
-            nursery.cancel_scope.cancel()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._worker)
+                nursery.start_soon(self.start_warmup, True)
+                task_status.started()
+                await self._handle_events()
+                nursery.cancel_scope.cancel()
+        finally:
+            # Status refreshes go on while the app shuts down (the relay withdraws): they
+            # must not start tasks any more.
+            self._nursery = None
         return self.exit_reason
+
+    async def _handle_events(self) -> None:
+        async for event in self.receive:
+            if isinstance(event, ExitRequest):
+                _log.debug("exit requested: %s", event.reason)
+                if event.reason == "user" and self._warn_drop():
+                    continue
+                self.exit_reason = event.reason
+                return
+            if isinstance(event, CancelTurn):
+                self.cancel_turn()
+            elif isinstance(event, Submit):
+                self.submit(event.text)
 
     def request_exit(self, reason: str = "user") -> None:
         self.send.send_nowait(ExitRequest(reason))
+
+    def _warn_drop(self) -> bool:
+        """True (and say so) when leaving would drop relayed messages not warned about yet;
+        a second exit with nothing new leaves. Signals never ask: they leave at once."""
+        unrun = self.backend.relay_unrun()
+        ids = {u.message_id for u in unrun}
+        if not ids or (self._warned_drop is not None and ids <= self._warned_drop):
+            return False
+        self._warned_drop = ids
+        many = len(unrun) > 1
+        self.view.notice(
+            f"{len(unrun)} accepted relayed message{'s have' if many else ' has'} not run "
+            f"yet, from {_senders(unrun)}: leaving drops {'them' if many else 'it'}. "
+            "/quit or Ctrl-D again to leave anyway."
+        )
+        return True
 
     def submit(self, text: str) -> None:
         if self.status.state in ("stopped", "error"):
@@ -169,9 +220,33 @@ class Controller:
     async def _relayed_turn(self) -> bool:
         self._relay_turn = True
         try:
-            return await self.backend.run_relay_turn()
+            ran = await self.backend.run_relay_turn()
         finally:
             self._relay_turn = False
+        if self.backend.relay_waits_for_model():
+            self._start_probe()
+        elif ran:
+            self._retry_delay = self._model_retry[0]
+        return ran
+
+    def _start_probe(self) -> None:
+        if not self._probing and self._nursery is not None:
+            self._probing = True
+            self._nursery.start_soon(self._probe_model)
+
+    async def _probe_model(self) -> None:
+        # Until the model answers (this check, a warm-up or a local turn that reaches it):
+        # one cheap server check per pause, the pause doubling up to its cap.
+        try:
+            while self.backend.relay_waits_for_model():
+                await trio.sleep(self._retry_delay)
+                self._retry_delay = min(self._retry_delay * 2, self._model_retry[1])
+                if self.backend.relay_waits_for_model():
+                    with trio.move_on_after(_CHECK_SECONDS):
+                        await self.backend.check_model()
+        finally:
+            self._probing = False
+        self.wake()
 
     async def _user_turn(self, text: str) -> bool:
         outcome = await self.backend.run_turn(text)
@@ -207,6 +282,9 @@ class Controller:
         self.status.model = self.backend.model
         self.status.title = self.backend.session_title
         self.status.relay, self.status.relay_queued = self.backend.relay_status()
+        self.status.relay_held = self.backend.relay_waits_for_model()
+        if self.status.relay_held:  # however it came to wait, something must look again
+            self._start_probe()
         self.terminal.invalidate()
 
     # -- warm-up --------------------------------------------------------------------------
@@ -232,6 +310,8 @@ class Controller:
             self.status.warmup = "warm-up failed" if problem else "warm"
             if problem:
                 self.view.notice(f"warm-up failed: {problem}", "error")
+            else:
+                self.wake()  # the model answers: relayed messages waiting for it may run
             self.terminal.invalidate()
         if self._warm_scope is scope:
             self._warm_scope = None
@@ -245,5 +325,6 @@ class Controller:
 
     def warm_again(self) -> None:
         """After a model or session change (idle only): warm the new model up."""
+        self._wake.set()  # relayed messages that waited for the model may try this one
         if self._nursery is not None and not self.turn_active:
             self._nursery.start_soon(self.start_warmup, False)

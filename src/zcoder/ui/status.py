@@ -39,6 +39,7 @@ class Status:
     warmup: str = ""  # "", "warming up", "warm", "warm-up failed"
     relay: str = ""  # "" = no relay here; else "on", "paused", "off (reason)"
     relay_queued: int = 0
+    relay_held: bool = False  # the waiting relayed messages wait for the model to answer
     queued_prompts: int = 0
     clock: Callable[[], float] = time.monotonic
 
@@ -83,7 +84,8 @@ def render_status(status: Status, width: int = 100) -> StyleAndTextTuples:
     if status.relay:
         relay = f"relay {one_line(status.relay)}"
         if status.relay_queued:
-            relay += f" ({status.relay_queued} waiting)"
+            held = " for the model" if status.relay_held else ""
+            relay += f" ({status.relay_queued} waiting{held})"
         tail.append(relay)
     state = _state_text(status)
     room = max(width - len(state) - 2, 10)

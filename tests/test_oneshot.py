@@ -19,7 +19,7 @@ import pytest
 from tests.fakes.ollama_server import FakeOllama
 from zcoder.agent.loop import STOP_MARKER
 from zcoder.approval import ApprovalRequest
-from zcoder.conversation import EventRole, TranscriptEvent
+from zcoder.conversation import EventRole, Message, TranscriptEvent
 from zcoder.live import Entry, TextDelta, ThinkingDelta, ToolUpdate
 from zcoder.oneshot import resume_hint
 from zcoder.oneshot_io import StreamSink, TtyApprover, approval_prompt
@@ -147,7 +147,9 @@ def test_server_down_is_one_line_and_exit_1(workspace: Path) -> None:
         r"is `ollama serve` running\? \(or use --host\)",
         lines[0],
     ), lines[0]
-    assert lines[1].startswith("session: ") and len(lines) == 2
+    # no model answered: no session is left behind and none is offered to resume
+    assert len(lines) == 1
+    assert not list((Path(os.environ["ZCODER_HOME"]) / "sessions").glob("*/[0-9]*.json"))
 
 
 def test_missing_model_says_pull(workspace: Path) -> None:
@@ -240,6 +242,7 @@ def test_approval_is_asked_on_the_terminal(workspace: Path) -> None:
 def test_locked_session_is_refused(workspace: Path) -> None:
     store = SessionStore(Path(os.environ["ZCODER_HOME"]), workspace, "coding")
     held = store.create(MODEL)
+    held.history += [Message("user", "q"), Message("assistant", "a")]
     store.save(held)
     try:
         with FakeOllama({"models": [MODEL]}) as fake:
@@ -251,7 +254,7 @@ def test_locked_session_is_refused(workspace: Path) -> None:
     finally:
         store.release(held)
     reopened = store.open(held.id)
-    assert reopened.history == [] and reopened.user_requests == []
+    assert reopened.history == held.history and reopened.user_requests == []
     store.release(reopened)
 
 
@@ -359,6 +362,10 @@ def test_resume_hint_only_for_a_saved_session(tmp_path: Path) -> None:
     store = SessionStore(tmp_path / "home", tmp_path, "coding")
     session = store.create(MODEL)
     assert resume_hint(store, session) == ""
+    session.history.append(Message("user", "q"))
+    store.save(session)
+    assert resume_hint(store, session) == ""  # no model answered: nothing to resume
+    session.history.append(Message("assistant", "a"))
     store.save(session)
     expected = f"session: {session.id} (resume with: zcoder --resume {session.id})\n"
     assert resume_hint(store, session) == expected

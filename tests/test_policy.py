@@ -124,6 +124,48 @@ BLOCKED = [
     ("rsync -a --delete empty/ /", "blocked: rsync --delete on /: the root directory"),
     ("mke2fs -t ext4 /dev/sdb1", "blocked: mke2fs formats a filesystem"),
     ("truncate -s 0 /dev/sda", "blocked: truncate onto device /dev/sda"),
+    # ANSI-C strings are a quoting form: decoded before judging
+    ("rm -rf $'/'", "blocked: rm on /: the root directory"),
+    ("rm -rf $'\\x2f'", "blocked: rm on /: the root directory"),
+    ("rm -rf $'\\057'etc", "blocked: rm on /etc: a system directory"),
+    ("rm -rf $'\\u002f'usr", "blocked: rm on /usr: a system directory"),
+    ('rm -rf $"/"', "blocked: rm on /: the root directory"),
+    ("sh -c $'rm -rf \\x2f'", "blocked: rm on /: the root directory"),
+    ("echo $'it\\'s'; rm -rf /", "blocked: rm on /: the root directory"),
+    ("echo $'\\c'; rm -rf /", "blocked: rm on /: the root directory"),
+    ("dd if=x of=$'\\x2fdev/sda'", "blocked: dd onto device /dev/sda"),
+    # parameter defaults: the word a parameter may stand for is judged too
+    ("rm -rf ${X:-/}", "blocked: rm on /: the root directory (a variable in it may be empty)"),
+    ("rm -rf ${X-/}", "blocked: rm on /: the root directory (a variable in it may be empty)"),
+    ("rm -rf ${X:=/}", "blocked: rm on /: the root directory (a variable in it may be empty)"),
+    ("rm -rf ${X=/}", "blocked: rm on /: the root directory (a variable in it may be empty)"),
+    ('rm -rf "${X:-/}"', "blocked: rm on /: the root directory (a variable in it may be empty)"),
+    (
+        "rm -rf ${X:+/etc}",
+        "blocked: rm on /etc: a system directory (a variable in it may be empty)",
+    ),
+    (
+        "rm -rf ${X:-${Y:-/usr}}",
+        "blocked: rm on /usr: a system directory (a variable in it may be empty)",
+    ),
+    (
+        "rm -rf ${X:-'/'}",
+        "blocked: rm on /: the root directory (a variable in it may be empty)",
+    ),
+    (
+        "rm -rf ${X:-$'\\x2f'}",
+        "blocked: rm on /: the root directory (a variable in it may be empty)",
+    ),
+    (
+        'rm -rf "${DIR:-/tmp}/"../..',
+        "blocked: rm on /: the root directory (a variable in it may be empty)",
+    ),
+    ("rm -rf ${HOME:-/tmp/x}", "blocked: rm on /home/alice: your home directory"),
+    (
+        "rm -rf ${X:-/tmp /etc}",
+        "blocked: rm on /etc: a system directory (a variable in it may be empty)",
+    ),
+    ("echo x > ${D:-/dev/sda}", "blocked: redirection onto device /dev/sda"),
 ]
 
 FORK_BOMBS = [
@@ -177,7 +219,22 @@ ALLOWED = [
     "rm -rf /tmp/{a,b}",
     "mv old.txt new.txt",
     "rsync -a --delete src/ /srv/www/site/",
+    "rm -rf ${BUILD:-build}/out",
+    "rm -rf ${TMPDIR:-/tmp}/zcoder-test",
+    "rm -rf $'/tmp/a b'",
+    "echo $'rm -rf /'",
+    "printf '%s' ${X#/}",
 ]
+
+
+def test_too_many_readings_of_one_word_are_refused_not_guessed() -> None:
+    word = "".join(f"${{V{n}:-a{n}}}" for n in range(10))  # 2**10 readings
+    assert guard(f"rm -rf {word}") == (
+        "blocked: too many parameter expansions in one word to check"
+    )
+    assert guard("rm -rf " + "${X:-" * 40 + "/" + "}" * 40) == (
+        "blocked: rm on /: the root directory (a variable in it may be empty)"
+    )
 
 
 @pytest.mark.parametrize(("command", "reason"), BLOCKED)

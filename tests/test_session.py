@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import zcoder.session
+import zcoder.session_journal
 from zcoder.conversation import Message, ToolCall, TranscriptEvent
 from zcoder.errors import SessionCorrupt, SessionError, SessionLocked, SessionNotFound
 from zcoder.session import DEFAULT_TITLE, Session, SessionStore, SessionSummary
@@ -37,6 +37,12 @@ def store(home: Path, workspace: Path) -> Iterator[SessionStore]:
     yield s
     for sid in list(s._locks):
         s._release_id(sid)
+
+
+def _answered(s: Session, text: str = "hi") -> Session:
+    """A session a model answered in: the store writes only those."""
+    s.history += [Message("user", text), Message("assistant", "hello")]
+    return s
 
 
 def _full_session(s: Session) -> None:
@@ -94,17 +100,25 @@ def test_the_file_is_versioned_ascii_json(store: SessionStore) -> None:
     store.save(s)
     raw = (store.dir / f"{s.id}.json").read_bytes()
     raw.decode("ascii")
+    assert raw.count(b"\n") == 1 and raw.endswith(b"\n")  # one snapshot line
     data = json.loads(raw)
-    assert data["format"] == 1
+    assert data["format"] == 2
     assert data["id"] == s.id and data["workspace"] == store.workspace
 
 
-def test_create_writes_nothing_until_saved(store: SessionStore) -> None:
+def test_nothing_is_written_until_a_model_answered(store: SessionStore) -> None:
     s = store.create("m")
     assert store.list() == []
     assert store.latest_id() is None
-    store.save(s)
-    assert [r.id for r in store.list()] == [s.id]
+    assert store.save(s) is False
+    s.record_user_prompt("hi")
+    s.history.append(Message("user", "hi"))
+    s.events.append(TranscriptEvent("error", "Ollama is not reachable"))
+    assert store.save(s) is False  # a start that never reached a model leaves nothing
+    assert store.list() == [] and not store.is_saved(s.id)
+    s.history.append(Message("assistant", "hello"))
+    assert store.save(s) is True
+    assert [r.id for r in store.list()] == [s.id] and store.is_saved(s.id)
 
 
 def test_session_ids_follow_the_grammar(store: SessionStore) -> None:
@@ -149,6 +163,7 @@ def test_ledger_keeps_exact_prompts_and_relay_text_never_enters_it(store: Sessio
     relay = "<agent_relay>\nTask:\nrename users.name\n</agent_relay>"
     s.history.append(Message("user", relay))
     s.events.append(TranscriptEvent("relay", "rename users.name", meta={"pid": "1"}))
+    s.history.append(Message("assistant", "done"))
     assert s.title == DEFAULT_TITLE and s.user_requests == []
     s.record_user_prompt("  line one\nline two  ")
     assert s.user_requests == ["  line one\nline two  "]
@@ -171,21 +186,21 @@ def test_save_requires_the_session_open_here(store: SessionStore, workspace: Pat
 
 
 def test_save_sets_updated_at(store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    s = store.create("m")
+    s = _answered(store.create("m"))
     monkeypatch.setattr(time, "time", lambda: 5000.0)
     store.save(s)
     assert s.updated_at == 5000.0
     assert store.list()[0].updated_at == 5000.0
 
 
-def test_a_crash_during_save_keeps_the_previous_file(
+def test_a_crash_during_a_snapshot_keeps_the_previous_file(
     store: SessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    s = store.create("m")
+    s = _answered(store.create("m"))
     s.record_user_prompt("first")
     store.save(s)
     before = (store.dir / f"{s.id}.json").read_bytes()
-    s.record_user_prompt("second")
+    s.history[0] = Message("user", "rewritten")  # not an append: the save writes a snapshot
 
     def crash(src: object, dst: object) -> None:
         raise OSError(28, "No space left on device")
@@ -197,8 +212,38 @@ def test_a_crash_during_save_keeps_the_previous_file(
     assert [p.name for p in store.dir.iterdir() if p.name.endswith(".tmp")] == []
 
 
+def test_a_crash_during_an_append_keeps_what_was_saved_before(
+    store: SessionStore, home: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = _answered(store.create("m"))
+    store.save(s)
+    s.history.append(Message("user", "second"))
+    store.save(s)
+    saved = [*s.history]
+    s.history.append(Message("user", "third " * 50))
+    real_pwrite = os.pwrite
+
+    def half_then_full(fd: int, data: bytes, offset: int) -> int:
+        real_pwrite(fd, bytes(data)[: len(data) // 2], offset)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", half_then_full)
+    with pytest.raises(SessionError, match="No space left on device"):
+        store.save(s)
+    monkeypatch.setattr(os, "pwrite", real_pwrite)
+    path = store.dir / f"{s.id}.json"
+    assert not path.read_bytes().endswith(b"\n")  # a torn last line
+    reader = SessionStore(home, workspace, "coding")
+    assert reader._summary(s.id) == SessionSummary(s.id, DEFAULT_TITLE, "m", s.updated_at, 3)
+    store.save(s)  # the next save repairs the file
+    store.release(s)
+    again = reader.open(s.id)
+    assert again.history == s.history and again.history[:3] == saved
+    reader.release(again)
+
+
 def test_a_leftover_temp_file_is_ignored_and_cleaned_on_open(store: SessionStore) -> None:
-    s = store.create("m")
+    s = _answered(store.create("m"))
     store.save(s)
     store.release(s)
     leftover = store.dir / f".{s.id}.json.deadbeef.tmp"
@@ -210,10 +255,10 @@ def test_a_leftover_temp_file_is_ignored_and_cleaned_on_open(store: SessionStore
 
 
 def test_a_truncated_file_is_reported_never_crashes_or_spreads(store: SessionStore) -> None:
-    good = store.create("m")
+    good = _answered(store.create("m"))
     good.record_user_prompt("good one")
     store.save(good)
-    bad = store.create("m")
+    bad = _answered(store.create("m"))
     store.save(bad)
     store.release(bad)
     path = store.dir / f"{bad.id}.json"
@@ -228,7 +273,7 @@ def test_a_truncated_file_is_reported_never_crashes_or_spreads(store: SessionSto
     assert rows[bad.id].problem == str(info.value)
     assert (rows[bad.id].title, rows[bad.id].messages) == ("", 0)
     assert store.latest_id() == good.id
-    fresh = store.create("m")
+    fresh = _answered(store.create("m"))
     store.save(fresh)
     store.save(good)
     assert path.read_bytes() == torn  # never overwritten silently
@@ -241,7 +286,7 @@ def test_a_truncated_file_is_reported_never_crashes_or_spreads(store: SessionSto
     ("edit", "reason"),
     [
         (lambda d: d.update(title=5), "expected str @ $.title"),
-        (lambda d: d.update(format=2), "format 2 is not the supported 1"),
+        (lambda d: d.update(format=3), "format 3 is not a supported one (1 or 2)"),
         (lambda d: d.pop("format"), "format None"),
         (lambda d: d.update(surprise=1), "extra fields found (surprise)"),
         (lambda d: d.update(history=[{"role": "wizard", "content": ""}]), "history"),
@@ -250,7 +295,7 @@ def test_a_truncated_file_is_reported_never_crashes_or_spreads(store: SessionSto
     ],
 )
 def test_invalid_content_is_corrupt(store: SessionStore, edit: object, reason: str) -> None:
-    s = store.create("m")
+    s = _answered(store.create("m"))
     store.save(s)
     store.release(s)
     path = store.dir / f"{s.id}.json"
@@ -264,7 +309,7 @@ def test_invalid_content_is_corrupt(store: SessionStore, edit: object, reason: s
 
 
 def test_a_file_that_is_not_an_object_is_corrupt(store: SessionStore) -> None:
-    s = store.create("m")
+    s = _answered(store.create("m"))
     store.save(s)
     store.release(s)
     (store.dir / f"{s.id}.json").write_text("[1, 2]")
@@ -275,7 +320,7 @@ def test_a_file_that_is_not_an_object_is_corrupt(store: SessionStore) -> None:
 def test_second_open_in_the_same_process_is_refused_until_released(
     store: SessionStore, home: Path, workspace: Path
 ) -> None:
-    s = store.create("m")
+    s = _answered(store.create("m"))
     store.save(s)
     other = SessionStore(home, workspace, "coding")
     with pytest.raises(SessionLocked, match=f"pid {os.getpid()}"):
@@ -302,7 +347,7 @@ sys.stdin.readline()
 def test_lock_is_held_across_processes_and_dies_with_the_holder(
     store: SessionStore, home: Path, workspace: Path
 ) -> None:
-    s = store.create("m")
+    s = _answered(store.create("m"))
     store.save(s)
     store.release(s)
     child = subprocess.Popen(
@@ -335,14 +380,14 @@ def test_list_is_newest_first(store: SessionStore, monkeypatch: pytest.MonkeyPat
     for title, saved_at in (("a", 100.0), ("b", 300.0), ("c", 200.0)):
         s = store.create("m")
         s.record_user_prompt(title)
-        s.history.append(Message("user", title))
+        s.history += [Message("user", title), Message("assistant", "ok")]
         monkeypatch.setattr(time, "time", lambda t=saved_at: t)
         store.save(s)
         made.append(s.id)
     assert store.list() == [
-        SessionSummary(made[1], "b", "m", 300.0, 1),
-        SessionSummary(made[2], "c", "m", 200.0, 1),
-        SessionSummary(made[0], "a", "m", 100.0, 1),
+        SessionSummary(made[1], "b", "m", 300.0, 2),
+        SessionSummary(made[2], "c", "m", 200.0, 2),
+        SessionSummary(made[0], "a", "m", 100.0, 2),
     ]
     assert store.latest_id() == made[1]
 
@@ -350,7 +395,7 @@ def test_list_is_newest_first(store: SessionStore, monkeypatch: pytest.MonkeyPat
 def test_sessions_are_scoped_by_workspace_and_profile(
     store: SessionStore, home: Path, workspace: Path, tmp_path: Path
 ) -> None:
-    s = store.create("m")
+    s = _answered(store.create("m"))
     store.save(s)
     other_ws = tmp_path / "other"
     other_ws.mkdir()
@@ -368,7 +413,7 @@ def test_sessions_are_scoped_by_workspace_and_profile(
 def test_a_file_moved_into_another_scope_is_refused(
     store: SessionStore, home: Path, tmp_path: Path
 ) -> None:
-    s = store.create("m")
+    s = _answered(store.create("m"))
     store.save(s)
     store.release(s)
     other_ws = tmp_path / "other"
@@ -395,7 +440,7 @@ def test_missing_session_is_not_found(store: SessionStore) -> None:
 def test_files_and_directories_are_private(store: SessionStore, home: Path) -> None:
     old = os.umask(0o022)
     try:
-        s = store.create("m")
+        s = _answered(store.create("m"))
         store.save(s)
     finally:
         os.umask(old)
@@ -409,7 +454,7 @@ def test_files_and_directories_are_private(store: SessionStore, home: Path) -> N
 
 
 def test_unserialisable_content_fails_cleanly(store: SessionStore) -> None:
-    s = store.create("m")
+    s = _answered(store.create("m"))
     store.save(s)
     before = (store.dir / f"{s.id}.json").read_bytes()
     s.history.append(Message("assistant", "", tool_calls=(ToolCall("x", {"bad": {1, 2}}),)))
@@ -428,11 +473,11 @@ def test_updated_at_uses_wall_clock(store: SessionStore) -> None:
 def test_a_session_too_large_to_open_is_not_written(
     store: SessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    s = store.create("m")
+    s = _answered(store.create("m"))
     s.record_user_prompt("hi")
     store.save(s)
     saved = store.dir.joinpath(f"{s.id}.json").read_bytes()
-    monkeypatch.setattr(zcoder.session, "_MAX_FILE_BYTES", len(saved) + 100)
+    monkeypatch.setattr(zcoder.session_journal, "MAX_FILE_BYTES", len(saved) + 100)
     s.history.append(Message(role="user", content="x" * 200))
     with pytest.raises(SessionError, match=r"would be over \d+ bytes; start a new session"):
         store.save(s)

@@ -10,8 +10,10 @@ a shell's here-document or piped ``echo``, and ``$(...)`` bodies is checked recu
 
 Paths are judged lexically: ``~`` and ``$HOME`` are the home directory, ``$PWD`` the current
 directory, any other variable is taken as empty (the classic ``rm -rf "$DIR/"*`` with an
-unset ``DIR``), relative paths are joined to the directory the command runs in (``cd`` within
-the line is followed). It is a safety net under the approval question, not a sandbox.
+unset ``DIR``), ``${X:-w}`` both as ``$X`` and as ``w`` (also ``${X-w}``, ``${X:=w}``,
+``${X:+w}``...); ANSI-C strings are decoded by the lexer (``$'\\x2f'`` is ``/``); relative
+paths are joined to the directory the command runs in (``cd`` within the line is followed).
+It is a safety net under the approval question, not a sandbox.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import attrs
 
+from zcoder.shellforms import parameter_word
 from zcoder.shellwords import SimpleCommand, split_commands
 from zcoder.shellwrappers import shell_script, strip_wrappers
 
@@ -54,6 +57,7 @@ _DEVICE_WRITERS = frozenset({"tee", "cp", "shred", "mkswap", "truncate"})
 _FORMATTERS = frozenset({"mke2fs", "mkdosfs", "mkntfs", "mkexfatfs", "mkreiserfs"})
 _BRACE = re.compile(r"\{([^{}]*,[^{}]*)\}")
 _MAX_BRACE_WORDS = 64
+_MAX_READINGS = 256
 _DESTRUCTIVE_EXEC = frozenset({"rm", "chmod", "chown", "chgrp", "shred", "unlink"})
 _REDIRECT_OUT = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 
@@ -123,6 +127,54 @@ def _braces(word: str) -> list[str]:
     return out + todo
 
 
+def _brace_end(word: str, i: int) -> int:
+    """The index of the ``}`` closing the ``${`` whose body starts at ``word[i]``, or -1."""
+    depth = 1
+    for j in range(i, len(word)):
+        if word.startswith("${", j):
+            depth += 1
+        elif word[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1
+
+
+def _first_default(word: str) -> tuple[str, str, list[str], str] | None:
+    """``(head, name, words, tail)`` around the first ``${name<op>w}`` of ``word``."""
+    start = word.find("${")
+    while start >= 0:
+        end = _brace_end(word, start + 2)
+        if end < 0:
+            return None
+        found = parameter_word(word[start + 2 : end])
+        if found is not None:
+            words = [w for c in split_commands(found[1])[0] for w in c.words] or [""]
+            return word[:start], found[0], words, word[end + 1 :]
+        start = word.find("${", end + 1)
+    return None
+
+
+def _defaults(word: str) -> list[tuple[str, bool]]:
+    """The readings of ``word`` with each ``${X:-w}`` (``-`` ``=`` ``+``, with or without
+    ``:``): once as ``${X}`` (its value) and once with each of ``w``'s words in its place
+    (the flag says such a word was assumed). Too many readings are refused, not guessed."""
+    out: list[tuple[str, bool]] = []
+    todo = [(word, False)]
+    for _ in range(_MAX_READINGS):
+        if not todo:
+            return out
+        text, assumed = todo.pop()
+        found = _first_default(text)
+        if found is None:
+            out.append((text, assumed))
+            continue
+        head, name, words, tail = found
+        todo.append((head + "${" + name + "}" + tail, assumed))
+        todo += [(head + w + tail, True) for w in words]
+    raise _Blocked("blocked: too many parameter expansions in one word to check")
+
+
 def _operands(args: Sequence[str]) -> list[str]:
     """Arguments that are not options (everything after ``--`` is an operand)."""
     out: list[str] = []
@@ -169,19 +221,26 @@ class _Checker:
         norm = posixpath.normpath(text)
         return ("/" + norm.lstrip("/") if norm.startswith("//") else norm), blanked
 
+    def paths(self, words: Sequence[str]) -> list[tuple[str, bool]]:
+        """Every path ``words`` may name: brace expansion, then parameter defaults."""
+        out: list[tuple[str, bool]] = []
+        for text, assumed in (d for g in words for b in _braces(g) for d in _defaults(b)):
+            found = self.path(text)
+            if found:
+                out.append((found[0], found[1] or assumed))
+        return out
+
     def deny_targets(self, tool: str, words: Sequence[str]) -> None:
-        for word in (w for given in words for w in _braces(given)):
-            found = self.path(word)
-            why = self.scope.protected(found[0]) if found else None
-            if found and why:
-                empty = " (a variable in it may be empty)" if found[1] else ""
-                raise _Blocked(f"blocked: {tool} on {found[0]}: {why}{empty}")
+        for path, blanked in self.paths(words):
+            why = self.scope.protected(path)
+            if why:
+                empty = " (a variable in it may be empty)" if blanked else ""
+                raise _Blocked(f"blocked: {tool} on {path}: {why}{empty}")
 
     def deny_devices(self, what: str, words: Sequence[str]) -> None:
-        for word in (w for given in words for w in _braces(given)):
-            found = self.path(word)
-            if found and _is_device(found[0]):
-                raise _Blocked(f"blocked: {what} onto device {found[0]}")
+        for path, _ in self.paths(words):
+            if _is_device(path):
+                raise _Blocked(f"blocked: {what} onto device {path}")
 
     def line(self, text: str) -> None:
         if _fork_bomb(text):

@@ -1,37 +1,55 @@
-"""Saved sessions: one JSON file per conversation, scoped to (workspace, profile).
+"""Saved sessions: one file per conversation, scoped to (workspace, profile).
 
 Layout: ``<ZCODER_HOME>/sessions/<scope>/<id>.json`` where ``<scope>`` is the first 32 hex
 digits of sha256(workspace NUL profile); ``.scope.json`` beside them records the workspace and
 profile for people reading the directory. Directories are 0700, files 0600.
 
-Saving is atomic (private temp file, fsync, ``os.replace``, fsync of the directory), so a
-crash mid-write leaves the previous file intact; leftover ``.<id>.*.tmp`` files are ignored
-and removed the next time the session is opened. A torn or invalid file raises
-``SessionCorrupt`` naming the path and the reason; it is listed with its problem and never
-overwritten. A process that has a session open holds ``fcntl.flock`` on ``<id>.lock`` (its
-pid written inside for the message); the lock dies with the process, so it never goes stale.
-Plain synchronous file I/O on small files: callers may run it from trio directly or in
-``trio.to_thread.run_sync``.
+A save costs what it adds: the file is a snapshot line followed by one journal line per save
+(``session_journal``), appended in place and flushed (``fdatasync``); now and then (when the
+journal outgrows the snapshot) a save writes a fresh snapshot atomically instead (private
+temp file, fsync, ``os.replace``, fsync of the directory). A crash mid-append leaves a torn
+last line, which is ignored on load and overwritten by the next save; a crash mid-snapshot
+leaves the previous file. Leftover ``.<id>.*.tmp`` files are ignored and removed the next
+time the session is opened. An invalid file raises ``SessionCorrupt`` naming the path and
+the reason; it is listed with its problem and never overwritten. Format-1 files (one JSON
+object) still load; their next save rewrites them in format 2. A session is written only
+once a model has answered in it, so a start that never reached a model server leaves nothing.
+
+A process that has a session open holds ``fcntl.flock`` on ``<id>.lock`` (its pid written
+inside for the message); the lock dies with the process, so it never goes stale. ``save``
+is plain synchronous I/O and thread-safe; ``save_async`` runs it in a worker thread, after
+taking what to write on the caller's thread (which may go on changing the session).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import re
 import secrets
+import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import attrs
-import cattrs
+import trio
 
-from zcoder.conversation import Message, TranscriptEvent
 from zcoder.errors import SessionCorrupt, SessionError, SessionLocked, SessionNotFound
+from zcoder.session_data import (
+    DEFAULT_TITLE,
+    TITLE_LIMIT,
+    Session,
+    SessionSummary,
+    copy_session,
+    parse_session,
+    title_from_prompt,
+)
 from zcoder.session_files import SessionLocks, write_atomic
+from zcoder.session_journal import FORMAT_VERSION, MAX_FILE_BYTES, Decoded
+from zcoder.session_saves import SavedFile, write_session
 
 __all__ = [
     "DEFAULT_TITLE",
@@ -43,78 +61,7 @@ __all__ = [
     "title_from_prompt",
 ]
 
-DEFAULT_TITLE = "New session"
-TITLE_LIMIT = 42
-FORMAT_VERSION = 1
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-_MAX_FILE_BYTES = 64 * 1024 * 1024
-
-
-def title_from_prompt(text: str) -> str:
-    """A prompt flattened to one line (whitespace runs become one space), cut to 42 chars."""
-    return re.sub(r"\s+", " ", text).strip()[:TITLE_LIMIT].rstrip()
-
-
-@attrs.define(kw_only=True)
-class Session:
-    """One saved conversation: model history (no system message), visible events, ledger."""
-
-    id: str
-    workspace: str
-    profile: str
-    model: str
-    title: str = DEFAULT_TITLE
-    created_at: float = attrs.field(factory=time.time)
-    updated_at: float = attrs.field(factory=time.time)
-    history: list[Message] = attrs.field(factory=list)
-    events: list[TranscriptEvent] = attrs.field(factory=list)
-    user_requests: list[str] = attrs.field(factory=list)
-
-    def record_user_prompt(self, text: str) -> None:
-        """Add a local user prompt to the ledger; the first non-blank one titles the session.
-
-        Relayed text never comes here: it enters ``history`` and ``events`` only.
-        """
-        titled = any(title_from_prompt(p) for p in self.user_requests)
-        self.user_requests.append(text)
-        if not titled and self.title == DEFAULT_TITLE and title_from_prompt(text):
-            self.title = title_from_prompt(text)
-
-
-@attrs.frozen
-class SessionSummary:
-    """One row of ``SessionStore.list``; ``problem`` is set (and the rest empty) when corrupt."""
-
-    id: str
-    title: str
-    model: str
-    updated_at: float
-    messages: int
-    problem: str = ""
-
-
-def _strict(kind: type, label: str) -> Any:
-    def hook(value: Any, _: Any) -> Any:
-        ok = isinstance(value, kind) and not (isinstance(value, bool) and kind is not bool)
-        if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            return float(value)
-        if not ok:
-            raise TypeError(f"expected {label}, got {type(value).__name__}")
-        return value
-
-    return hook
-
-
-def _make_converter() -> cattrs.Converter:
-    conv = cattrs.Converter(forbid_extra_keys=True)
-    # cattrs would coerce (str(5) == "5"); a session file with the wrong types is corrupt.
-    for kind, label in ((str, "a string"), (float, "a number"), (int, "an integer")):
-        conv.register_structure_hook(kind, _strict(kind, label))
-    conv.register_structure_hook(bool, _strict(bool, "true or false"))
-    return conv
-
-
-_converter = _make_converter()
 
 
 def _check_id(session_id: str) -> None:
@@ -122,32 +69,6 @@ def _check_id(session_id: str) -> None:
         raise SessionNotFound(
             f"no session {session_id!r}: a session id has only letters, digits, '_' and '-'"
         )
-
-
-def _parse(path: Path, data: bytes) -> Session:
-    def corrupt(reason: str) -> SessionCorrupt:
-        return SessionCorrupt(f"session file {path} is corrupt: {reason}")
-
-    if len(data) > _MAX_FILE_BYTES:
-        raise corrupt(f"larger than {_MAX_FILE_BYTES} bytes")
-    try:
-        raw = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise corrupt(f"not valid JSON ({exc})") from None
-    if not isinstance(raw, dict):
-        raise corrupt("not a JSON object")
-    version = raw.pop("format", None)
-    if version != FORMAT_VERSION:
-        raise corrupt(f"format {version!r} is not the supported {FORMAT_VERSION}")
-    try:
-        session = _converter.structure(raw, Session)
-    except cattrs.BaseValidationError as exc:
-        raise corrupt("; ".join(cattrs.transform_error(exc))) from None
-    except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
-        raise corrupt(f"invalid content ({exc!r})") from None
-    if session.id != path.stem:
-        raise corrupt(f"it holds session {session.id!r}")
-    return session
 
 
 class SessionStore:
@@ -160,6 +81,9 @@ class SessionStore:
         self.root = Path(home) / "sessions"
         self.dir = self.root / hashlib.sha256(scope).hexdigest()[:32]
         self._locks = SessionLocks(self.dir)
+        self._saved: dict[str, SavedFile] = {}
+        self._mutex = threading.Lock()  # saves may run in worker threads
+        self._seq = itertools.count(1)
 
     def create(self, model: str) -> Session:
         """A new, empty session, locked by this process; written by the first ``save``."""
@@ -176,6 +100,7 @@ class SessionStore:
                 self._release_id(sid)
                 continue
             now = time.time()
+            self._saved[sid] = SavedFile()
             return Session(
                 id=sid, workspace=self.workspace, profile=self.profile, model=model,
                 created_at=now, updated_at=now,
@@ -192,7 +117,7 @@ class SessionStore:
             )
         self._locks.acquire(session_id)
         try:
-            session = self._read(path)
+            session, decoded = self._read(path)
             if (session.workspace, session.profile) != (self.workspace, self.profile):
                 raise SessionCorrupt(
                     f"session file {path} is corrupt: it belongs to {session.workspace} "
@@ -204,29 +129,60 @@ class SessionStore:
         for leftover in self.dir.glob(f".{session_id}.json.*.tmp"):
             with contextlib.suppress(OSError):
                 leftover.unlink()
+        with self._mutex:
+            self._saved[session_id] = SavedFile(
+                copy_session(session, session.updated_at),
+                decoded.end,
+                decoded.base,
+                decoded.rewrite,
+            )
         return session
 
-    def save(self, session: Session) -> None:
-        """Write the session atomically and set ``updated_at``; it must be open here."""
+    def save(self, session: Session) -> bool:
+        """Write what changed since the last save and set ``updated_at``; it must be open
+        here. ``False`` when nothing was written because no model answered in it yet."""
+        image, seq = self._capture(session)
+        written = self._write(image, seq)
+        session.updated_at = image.updated_at
+        return written
+
+    async def save_async(self, session: Session) -> bool:
+        """``save`` with the disk work in a worker thread, so that the Trio thread goes on
+        serving the relay and the keyboard. Not cancellable: a save once asked for is done."""
+        image, seq = self._capture(session)
+        with trio.CancelScope(shield=True):
+            written = await trio.to_thread.run_sync(self._write, image, seq)
+        session.updated_at = image.updated_at
+        return written
+
+    def _capture(self, session: Session) -> tuple[Session, int]:
+        """A private copy of what to write (cheap: the lists share their items)."""
         if session.id not in self._locks:
             raise SessionError(f"session {session.id} is not open in this process; cannot save")
         if (session.workspace, session.profile) != (self.workspace, self.profile):
             raise SessionError(f"session {session.id} belongs to another workspace or profile")
-        now = time.time()
-        body = _converter.unstructure(session)
-        body["updated_at"] = now
-        try:
-            data = json.dumps({"format": FORMAT_VERSION, **body}, separators=(",", ":"))
-            if len(data) > _MAX_FILE_BYTES:  # open would refuse it: keep the last good file
-                raise ValueError(f"it would be over {_MAX_FILE_BYTES} bytes; start a new session")
-            write_atomic(self.dir, f"{session.id}.json", data.encode("ascii"))
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise SessionError(f"session {session.id} cannot be saved: {exc}") from None
-        except OSError as exc:
-            raise SessionError(
-                f"session {session.id} cannot be saved in {self.dir}: {exc.strerror or exc}"
-            ) from None
-        session.updated_at = now
+        return copy_session(session, time.time()), next(self._seq)
+
+    def _write(self, image: Session, seq: int) -> bool:
+        with self._mutex:
+            saved = self._saved.get(image.id)
+            if saved is None or image.id not in self._locks:
+                raise SessionError(f"session {image.id} is not open in this process; cannot save")
+            if seq < saved.seq:  # a later save already wrote more
+                return True
+            if saved.image is None and not image.worth_keeping():
+                return False
+            try:
+                self._saved[image.id] = write_session(saved, image, seq, self.dir)
+            except (TypeError, ValueError, RecursionError) as exc:
+                raise SessionError(f"session {image.id} cannot be saved: {exc}") from None
+            except OSError as exc:
+                # What reached the file is unknown: the next save writes a fresh snapshot.
+                self._saved[image.id] = attrs.evolve(saved, rewrite=True)
+                raise SessionError(
+                    f"session {image.id} cannot be saved in {self.dir}: {exc.strerror or exc}"
+                ) from None
+            return True
 
     def is_saved(self, session_id: str) -> bool:
         """Whether a file of the session exists (a new session has none before its first
@@ -238,7 +194,9 @@ class SessionStore:
         self._release_id(session.id)
 
     def _release_id(self, session_id: str) -> None:
-        self._locks.release(session_id)
+        with self._mutex:
+            self._saved.pop(session_id, None)
+            self._locks.release(session_id)
 
     def list(self) -> list[SessionSummary]:
         """Every session of this scope, newest first; corrupt ones carry their ``problem``."""
@@ -261,7 +219,7 @@ class SessionStore:
             return None
         path = self._file(sid)
         try:
-            s = self._read(path)
+            s, _ = self._read(path)
         except SessionNotFound:
             return None
         except SessionCorrupt as exc:
@@ -273,15 +231,15 @@ class SessionStore:
     def _file(self, sid: str) -> Path:
         return self.dir / f"{sid}.json"
 
-    def _read(self, path: Path) -> Session:
+    def _read(self, path: Path) -> tuple[Session, Decoded]:
         try:
             with open(path, "rb") as f:
-                data = f.read(_MAX_FILE_BYTES + 1)
+                data = f.read(MAX_FILE_BYTES + 1)
         except FileNotFoundError:
             raise SessionNotFound(f"no saved session {path.stem}") from None
         except OSError as exc:
             raise SessionCorrupt(f"session file {path} cannot be read: {exc.strerror}") from None
-        return _parse(path, data)
+        return parse_session(path, data)
 
     def _ensure_dir(self) -> None:
         try:

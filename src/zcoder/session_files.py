@@ -1,7 +1,8 @@
-"""The files under the session store: atomic writes and per-session locks.
+"""The files under the session store: atomic writes, appends and per-session locks.
 
 Atomic write: a private temp file beside the target, fsync, ``os.replace``, fsync of the
-directory; a crash mid-write leaves the previous file intact.
+directory; a crash mid-write leaves the previous file intact. Append: write at a known
+offset, cut what follows, ``fdatasync``.
 
 Locks: a process that has a session open holds ``fcntl.flock`` on ``<id>.lock`` (its pid
 written inside, for the message another process shows). The lock dies with the process,
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from zcoder.errors import SessionError, SessionLocked
 
-__all__ = ["SessionLocks", "write_atomic"]
+__all__ = ["SessionLocks", "append_at", "write_atomic"]
 
 
 def write_atomic(directory: Path, name: str, data: bytes) -> None:
@@ -43,6 +44,25 @@ def write_atomic(directory: Path, name: str, data: bytes) -> None:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def append_at(path: Path, offset: int, data: bytes) -> None:
+    """Write ``data`` at ``offset`` of the existing file ``path``, cut whatever follows it
+    (the torn line of a save that failed) and flush it to disk. A failure may leave a torn
+    last line, which readers ignore."""
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        view, pos = memoryview(data), offset
+        while view:
+            n = os.pwrite(fd, view, pos)
+            if n <= 0:
+                raise OSError(28, "No space left on device")
+            view, pos = view[n:], pos + n
+        if os.fstat(fd).st_size > pos:
+            os.ftruncate(fd, pos)
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
 
 
 def _open_locked(path: Path, sid: str) -> int | None:

@@ -4,7 +4,9 @@ It splits a command line the way a shell would for *reading* it: quotes and back
 (``'...'``, ``"..."``, ``\\x``), operators (``;`` ``&&`` ``||`` ``|`` ``&`` newlines, parentheses),
 redirections (``>`` ``>>`` ``&>`` ``2>`` ...), comments, here-documents, and the bodies of
 ``$(...)``, backticks and ``<(...)`` (returned separately so the guard can check them too).
-It never expands anything: words keep ``$VAR`` and ``~`` as written. Unterminated quotes or
+It never expands anything: words keep ``$VAR``, ``${X:-w}`` and ``~`` as written; the one
+exception is an ANSI-C string (``$'\\x2f'``), which is a quoting form and is decoded
+(``$"..."`` reads like ``"..."``). Unterminated quotes or
 parentheses take the rest of the text, so a malformed line still yields every word in it.
 Pure, floor 2.
 """
@@ -12,6 +14,8 @@ Pure, floor 2.
 from __future__ import annotations
 
 import attrs
+
+from zcoder.shellforms import ansi_c, ansi_c_end
 
 __all__ = ["SimpleCommand", "split_commands"]
 
@@ -50,6 +54,9 @@ def _balanced(s: str, i: int, close: str) -> tuple[str, int]:
         c = s[j]
         if c == "\\":
             j += 2
+            continue
+        if c == "$" and s[j + 1 : j + 2] == "'":  # its \' does not end it
+            j = ansi_c_end(s, j + 2)
             continue
         if c == "'":
             end = s.find("'", j + 1)
@@ -181,6 +188,12 @@ class _Lexer:
             return end + 1
         if c == '"':
             return _dquote(s, i + 1, self.word, self.subs)
+        if c == "$" and s[i + 1 : i + 2] == "'":
+            text, end = ansi_c(s, i + 2)
+            self.word.append(text)
+            return end
+        if c == "$" and s[i + 1 : i + 2] == '"':  # a translated string: the locale's text
+            return _dquote(s, i + 2, self.word, self.subs)
         if c == "$":
             return _dollar(s, i, self.word, self.subs)
         if c == "`":

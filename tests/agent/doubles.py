@@ -165,6 +165,10 @@ class FakeStore:
     def save(self, session: FakeSession) -> None:
         self.saved.append(list(session.history))
 
+    async def save_async(self, session: FakeSession) -> bool:
+        self.save(session)
+        return True
+
 
 class FakeApprover:
     def __init__(self, *answers: Answer) -> None:

@@ -103,7 +103,7 @@ class FakeBackend:
         self.new_sessions += 1
         self.session_id, self.session_title = "s9", "New session"
 
-    def list_sessions(self) -> list[SessionRow]:
+    async def list_sessions(self) -> list[SessionRow]:
         return [
             SessionRow(self.session_id, self.session_title, self.model, 0.0, 0, current=True),
             SessionRow("s2", "older work", "m:1", 0.0, 4),

@@ -177,7 +177,7 @@ class Agent:
         before = len(parts.session.history)
         try:
             turn.begin()
-            self._save(parts.session)
+            await self._save_async(parts.session)
             with scope:
                 parts.window = await self._window()
                 outcome = await turn.run()
@@ -193,7 +193,7 @@ class Agent:
         finally:
             self._scope = None
             self._keep(parts, request)
-            self._save(parts.session)  # synchronous: nothing to shield
+            await self._save_async(parts.session)  # shielded by the store: always done
         return outcome
 
     def _turn_parts(self, client: ModelClient) -> TurnParts:
@@ -223,5 +223,16 @@ class Agent:
         try:
             self._store.save(session)
         except SessionError as exc:
-            event = TranscriptEvent(role="error", text=f"session not saved: {exc}")
-            self._sink.emit(Entry(event))
+            self._not_saved(exc)
+
+    async def _save_async(self, session: Session) -> None:
+        """``_save`` with the disk work off the Trio thread (it serves the relay socket and
+        the keyboard too)."""
+        try:
+            await self._store.save_async(session)
+        except SessionError as exc:
+            self._not_saved(exc)
+
+    def _not_saved(self, exc: SessionError) -> None:
+        event = TranscriptEvent(role="error", text=f"session not saved: {exc}")
+        self._sink.emit(Entry(event))

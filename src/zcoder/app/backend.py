@@ -204,9 +204,10 @@ class AgentBackend:
     def new_session(self) -> None:
         self._leave(self._store.create(self.model))
 
-    def list_sessions(self) -> list[SessionRow]:
+    async def list_sessions(self) -> list[SessionRow]:
         current = self.agent.session
-        rows = [_row(r, current.id) for r in self._store.list()]
+        # Reading every session file is disk work: off the thread that serves the relay.
+        rows = [_row(r, current.id) for r in await trio.to_thread.run_sync(self._store.list)]
         if not any(r.current for r in rows):
             rows.insert(0, _current_row(current))
         self.session_ids = [r.id for r in rows]
@@ -297,7 +298,8 @@ class AgentBackend:
     def close(self) -> tuple[str, bool]:
         """Save (when there is anything to keep) and release; ``(id, saved)``."""
         session = self.agent.session if self._agent else self._session
-        saved = bool(session.history) and self._save(session)
+        # No file (no model ever answered in it): nothing to resume, so no hint.
+        saved = bool(session.history) and self._save(session) and self._store.is_saved(session.id)
         self._store.release(session)
         return session.id, saved
 

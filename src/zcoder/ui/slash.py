@@ -82,7 +82,7 @@ class SlashCommands:
                 self._notice(f"New session {self.c.backend.session_id}.")
                 self.c.warm_again()
             elif name == "sessions":
-                self.sessions(args)
+                await self.sessions(args)
             elif name == "list-agents":
                 await self.list_agents()
             elif name == "agents":
@@ -142,8 +142,8 @@ class SlashCommands:
         self._notice(f"Model set to {one_line(name)}.")
         self.c.warm_again()
 
-    def sessions(self, arg: str) -> None:
-        rows = self.c.backend.list_sessions()
+    async def sessions(self, arg: str) -> None:
+        rows = await self.c.backend.list_sessions()
         if not arg:
             lines = session_lines(rows, time.time())
             self._print("Sessions of this workspace and profile:", lines, hang=6)
@@ -158,6 +158,8 @@ class SlashCommands:
             target = rows[int(arg) - 1].id
         if target == self.c.backend.session_id:
             self._notice("That is the current session.")
+            return
+        if self.c.refuse_during_turn("sessions"):  # a turn started while the list loaded
             return
         events = self.c.backend.switch_session(target)
         for event in events[-20:]:

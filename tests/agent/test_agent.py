@@ -19,7 +19,7 @@ from zcoder.agent.model import ChatRequest, StallLimits
 from zcoder.agent.ollama import OllamaClient
 from zcoder.approval import Answer
 from zcoder.conversation import Message
-from zcoder.errors import ModelHTTPError
+from zcoder.errors import ModelHTTPError, SessionNotFound
 from zcoder.live import LiveEvent, TextDelta, ToolUpdate
 from zcoder.session import Session, SessionStore
 from zcoder.tools.registry import Toolbox, core_tools
@@ -293,8 +293,10 @@ async def test_a_relayed_turn_that_never_reached_the_model_leaves_no_history(
     stack.agent.set_model("nosuch:latest")  # a 404 head: the model never saw the task
     outcome = await stack.agent.run_turn(_relayed("the task"))
     assert (outcome.status, outcome.reached_model) == ("error", False)
-    assert stack.session.history == [] and stack.reopen().history == []
+    assert stack.session.history == []
     assert [e.role for e in stack.session.events] == ["relay", "error"]  # the user saw it
+    with pytest.raises(SessionNotFound):  # no model answered in it: nothing was written
+        stack.reopen()
 
 
 async def test_an_unreachable_server_is_not_reaching_the_model(workspace: Path) -> None:

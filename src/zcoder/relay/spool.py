@@ -24,6 +24,12 @@ entries it did not write) and the ``rename`` decides who wins, even across threa
 processes. An id that another claimer took is noticed by this object's next claim: it stays
 known (a retry is a duplicate) and leaves the depth. The ``sequence`` file is rewritten in
 place on every enqueue (one write; a private file that only a new spool object reads).
+
+Faults (``spool_fault.py``): the operations the foreground calls (``claim``, ``complete``,
+``set_paused``, ``scan``) raise ``SpoolFault`` and nothing else when the file system
+refuses them, ``damaged`` or not. The listener's ``enqueue`` never raises for a refusal: it
+answers ``full`` (nothing stored) and hands the fault to the ``on_fault`` callbacks, once
+per run of failed stores. Foreign entries are quarantined and reported (``take_problems``).
 """
 
 from __future__ import annotations
@@ -49,11 +55,13 @@ from zcoder.relay.spool_entry import (
     read_entry,
     write_new,
 )
+from zcoder.relay.spool_fault import SPOOL_DIRS, SpoolFault, classify, layout_problem
 
-__all__ = ["Claimed", "Spool"]
+__all__ = ["Claimed", "Spool", "SpoolFault"]
 
 _PAUSED, _ACCEPTING = "paused", "accepting"
 _RECEIPT = ".done"
+_BAD_NAME = "its name is not <sequence>-<message-id>.json"
 
 
 @attrs.frozen
@@ -71,7 +79,7 @@ class Spool:
 
     def __init__(self, root: Path, *, max_queue: int, limits: Limits | None = None) -> None:
         self.root = root
-        self._dirs = {name: root / name for name in ("inbox", "processing", "done", "quarantine")}
+        self._dirs = {name: root / name for name in SPOOL_DIRS}
         self._max_queue = max_queue
         self._limits = Limits() if limits is None else limits
         self._paused = _read_text(root / "state") == _PAUSED
@@ -81,9 +89,12 @@ class Spool:
         self._processing: dict[str, str] = {}
         self._settled: set[str] = set()
         self._last = self._load_index()
+        self._vetted: set[str] = set()  # inbox names we did not write that read_entry passed
         self._work = trio.Event()
         self._problems: list[str] = []
         self._callbacks: list[Callable[[], None]] = []
+        self._fault_callbacks: list[Callable[[SpoolFault], None]] = []
+        self._store_failing = False  # report a run of failed stores once
 
     # -- set-up and tear-down -------------------------------------------------------------
 
@@ -111,6 +122,11 @@ class Spool:
         """Call ``callback`` after the depth or the paused state changes (same thread)."""
         self._callbacks.append(callback)
 
+    def on_fault(self, callback: Callable[[SpoolFault], None]) -> None:
+        """Call ``callback`` with a fault no caller could be given: a store that failed
+        (the listener answered ``full``) or damage noticed while a claim still succeeded."""
+        self._fault_callbacks.append(callback)
+
     # -- the listener's side --------------------------------------------------------------
 
     def enqueue(self, envelope: Enqueue, *, verified: bool) -> tuple[str, int | None]:
@@ -119,7 +135,8 @@ class Spool:
 
         Decides in this order: ``duplicate`` (the id is in inbox, processing or done, so a
         retry is idempotent even while paused or full), ``paused``, ``full``, ``accepted``.
-        Raises ``RelayError`` if the message could not be stored.
+        A message the file system refuses to store is ``full`` too (no capacity; nothing
+        of it is left in the queue), and the fault goes to the ``on_fault`` callbacks.
         """
         mid = envelope.message_id
         if not MESSAGE_ID_RE.fullmatch(mid):
@@ -139,7 +156,12 @@ class Spool:
                 self.root, self._dirs["inbox"] / name, encode_entry(envelope, verified=verified)
             )
         except OSError as exc:
-            raise RelayError(f"cannot store the message in the spool: {exc.strerror}") from None
+            fault = classify(exc, self.root, f"cannot store the relayed message {mid}")
+            if fault.damaged or not self._store_failing:
+                self._store_failing = not fault.damaged
+                self._tell(fault)
+            return "full", None
+        self._store_failing = False
         self._inbox[mid] = name
         self._work.set()
         self._work = trio.Event()
@@ -151,12 +173,18 @@ class Spool:
         return self._paused
 
     def set_paused(self, paused: bool) -> None:
-        """Persist the state; paused rejects new envelopes and keeps the accepted ones."""
+        """Switch and persist the state; paused rejects new envelopes and keeps the
+        accepted ones. The switch holds in memory (what the listener answers) even when
+        the ``state`` file cannot be written: ``SpoolFault`` then says so."""
         if paused == self._paused:
             return
         self._paused = paused
-        self._write_state()
         self._changed()
+        try:
+            self._write_state()
+        except OSError as exc:
+            state = _PAUSED if paused else _ACCEPTING
+            raise classify(exc, self.root, f"cannot record the relay state {state!r}") from None
 
     # -- the foreground's side ------------------------------------------------------------
 
@@ -175,22 +203,26 @@ class Spool:
     def claim(self) -> Claimed | None:
         """Move the oldest inbox entry to ``processing/`` and parse it again.
 
-        Entries that fail are quarantined and reported by ``take_problems``. Returns
-        ``None`` when the inbox is empty (or another claimer took everything).
+        Entries that fail are quarantined and reported by ``take_problems``; something
+        planted where the entry goes in ``processing/`` is quarantined and reported as
+        damage (``on_fault``), and the claim goes on. Returns ``None`` when the inbox is
+        empty (or another claimer took everything); ``SpoolFault`` when the file system
+        refuses the listing or the move.
         """
-        names = sorted(_listdir(self._dirs["inbox"]))
+        try:
+            names = sorted(os.listdir(self._dirs["inbox"]))
+        except OSError as exc:
+            raise classify(exc, self.root, "cannot list the relay inbox") from None
         self._notice_taken(set(names))
         for name in names:
             found = ENTRY_NAME_RE.fullmatch(name)
             source = self._dirs["inbox"] / name
             if found is None:
-                self._quarantine(source, "its name is not <sequence>-<message-id>.json")
+                self._quarantine(source, _BAD_NAME)
                 continue
             mid = found.group(2)
             target = self._dirs["processing"] / name
-            try:
-                os.rename(source, target)
-            except FileNotFoundError:  # another claimer won this one
+            if not self._move(source, target):  # another claimer won this one
                 self._notice_taken({n for n in names if n != name})
                 continue
             try:
@@ -200,28 +232,63 @@ class Spool:
                 self._quarantine(target, str(exc))
                 continue
             self._inbox.pop(mid, None)
+            self._vetted.discard(name)
             self._processing[mid] = name
             self._changed()
             return Claimed(int(found.group(1)), envelope, verified, target)
         return None
 
+    def scan(self) -> None:
+        """Look for what does not belong, even while the queue is empty: quarantine (and
+        report) an inbox entry with a bad name or one that fails ``read_entry`` (each name
+        this object did not write is read once), and anything but a regular file in
+        ``processing/``, which also raises ``SpoolFault`` as damage, as does a damaged
+        layout. Cheap: a few ``lstat`` calls and two listings."""
+        problem = layout_problem(self.root)
+        if problem:
+            raise SpoolFault(problem, damaged=True)
+        try:
+            waiting = os.listdir(self._dirs["inbox"])
+            running = os.listdir(self._dirs["processing"])
+        except OSError as exc:
+            raise classify(exc, self.root, "cannot list the relay spool") from None
+        ours = set(self._inbox.values())
+        for name in waiting:
+            if name in ours or name in self._vetted:
+                continue
+            found = ENTRY_NAME_RE.fullmatch(name)
+            path = self._dirs["inbox"] / name
+            if found is None:
+                self._quarantine(path, _BAD_NAME)
+                continue
+            try:
+                read_entry(path, found.group(2), self._limits)
+            except InvalidEntry as exc:
+                self._quarantine(path, str(exc))
+                continue
+            self._vetted.add(name)
+        ours = set(self._processing.values())
+        for name in running:
+            path = self._dirs["processing"] / name
+            if name not in ours and not _is_regular(path):
+                self._quarantine(path, "it is not a regular file")
+                raise SpoolFault(_planted(name), damaged=True)
+
     def complete(self, claimed: Claimed) -> None:
         """Leave an empty receipt in ``done/`` (first), then drop the payload. A spool that
         is already gone (the relay shut down meanwhile) is not an error; a receipt that
-        cannot be written raises ``RelayError`` after the message is settled all the same."""
+        cannot be written raises ``SpoolFault`` after the message is settled all the same."""
         if claimed.path.parent != self._dirs["processing"]:
             raise ValueError(f"{claimed.path} is not in this spool's processing directory")
         mid = claimed.envelope.message_id
         receipt = self._dirs["done"] / f"{mid}{_RECEIPT}"
-        problem = ""
+        fault: SpoolFault | None = None
         try:
             os.close(os.open(receipt, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
-        except FileNotFoundError:
-            if not self.root.exists():
-                return
-            problem = "its done/ directory is missing"
         except OSError as exc:
-            problem = exc.strerror or str(exc)
+            if isinstance(exc, FileNotFoundError) and not os.path.lexists(self.root):
+                return
+            fault = classify(exc, self.root, f"cannot write the relay receipt of {mid}")
         # Settled in memory whatever the disk said: the message never runs again (the index
         # keeps it a duplicate) and never counts as waiting (a worker would claim forever).
         with contextlib.suppress(OSError):
@@ -230,8 +297,8 @@ class Spool:
         if self._processing.get(mid) == claimed.path.name:
             del self._processing[mid]
         self._changed()
-        if problem:
-            raise RelayError(f"cannot write the relay receipt of {mid}: {problem}")
+        if fault is not None:
+            raise fault
 
     async def wait_for_work(self) -> None:
         """Return once ``depth() > 0`` (at once if it already is); woken by ``enqueue``."""
@@ -293,16 +360,58 @@ class Spool:
         except FileNotFoundError:
             return  # another claimer dealt with it
         except OSError:  # the quarantine is unusable: do not leave the entry in the queue
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
+            reason = f"{reason} (removed: the quarantine is unusable)"
+            try:
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink(missing_ok=True)
+            except OSError as exc:
+                self._vetted.add(path.name)  # reported once, not on every scan
+                reason = f"{reason.removesuffix(')')}, and it cannot be removed: {exc.strerror})"
         self._problems.append(f"relay spool entry {path.name!r} was quarantined: {reason}")
         self._changed()
+
+    def _move(self, source: Path, target: Path) -> bool:
+        """Rename an inbox entry into ``processing/``; ``False`` when another claimer took
+        it. Something planted at ``target`` is quarantined (damage, told) and the move
+        tried once more; any other refusal is ``SpoolFault``."""
+        try:
+            os.rename(source, target)
+            return True
+        except OSError as exc:
+            if isinstance(exc, FileNotFoundError) and not os.path.lexists(source):
+                return False
+            if not os.path.lexists(target) or _is_regular(target):
+                raise classify(exc, self.root, f"cannot claim {source.name}") from None
+        self._quarantine(target, "it is not a regular file")
+        self._tell(SpoolFault(_planted(target.name), damaged=True))
+        try:
+            os.rename(source, target)
+        except OSError as exc:
+            raise classify(exc, self.root, f"cannot claim {source.name}") from None
+        return True
+
+    def _tell(self, fault: SpoolFault) -> None:
+        for callback in self._fault_callbacks:
+            callback(fault)
 
     def _changed(self) -> None:
         for callback in self._callbacks:
             callback()
+
+
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return True  # gone: nothing is in the way
+    except OSError:
+        return False
+
+
+def _planted(name: str) -> str:
+    return f"something other than a message was planted in the relay spool: processing/{name}"
 
 
 def _listdir(path: Path) -> list[str]:
@@ -316,5 +425,5 @@ def _read_text(path: Path) -> str:
     try:
         with open(path, encoding="ascii", errors="replace") as f:
             return f.read(64).strip()
-    except (FileNotFoundError, NotADirectoryError):
+    except OSError:  # missing, or not a file: as good as missing for a new spool object
         return ""

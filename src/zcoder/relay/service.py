@@ -85,7 +85,7 @@ class RelayService:
         profile: str,
         model: str,
         session_id: str,
-        scan_interval: float = SCAN_INTERVAL,
+        scan_interval: float | None = None,
     ) -> None:
         self._settings = settings
         self._settings_problem = settings_problem
@@ -108,7 +108,7 @@ class RelayService:
         )
         self._stop = trio.Event()
         self._callbacks: list[Callable[[], None]] = []
-        self._scan_interval = scan_interval
+        self._scan_interval = SCAN_INTERVAL if scan_interval is None else scan_interval
         self._problem = ""  # why the relay failed after it started; set once
         self._spool_damaged = False  # no more claims: the spool cannot be trusted
         self._lines: list[str] = []  # storage faults to show, drained by take_problems
@@ -207,7 +207,7 @@ class RelayService:
             return
         _log.warning("relay failed: %s", reason)
         self._problem = self._reason = reason
-        self._available = False
+        self._withdraw()  # now, not when the service task next runs: no peer lists it again
         self._stop.set()
         self._changed()
 

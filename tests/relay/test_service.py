@@ -332,3 +332,41 @@ async def test_new_envelope_carries_this_instance(short_tmp: Path) -> None:
         with pytest.raises(ValueError, match="body"):
             svc.new_envelope("77-peer", "   ")
         nursery.cancel_scope.cancel()
+
+
+async def test_an_enqueue_received_from_an_unsafe_relay_dir_is_refused(short_tmp: Path) -> None:
+    # The sender check reads the sender's manifest there: not once the directory is open.
+    relay_dir = short_tmp / "agents"
+    svc = make_service(short_tmp, scan_interval=3600)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(svc.run)
+        me = register_sender(relay_dir)
+        iid = svc.status().instance_id
+        env = make_enqueue(f"{me.instance_id}-1", target=iid, sender=me.instance_id, body="hi")
+        os.chmod(relay_dir, 0o711)
+        ack = await client.send(relay_dir / f"a-{iid}.sock", env, io_timeout=2)
+        assert ack.status == "invalid" and svc.status().queued == 0
+        status = svc.status()
+        assert not status.available and "has mode 0711" in status.reason
+        assert svc.problem == status.reason
+        assert f"a-{iid}.json" not in our_files(relay_dir)  # withdrawn at once
+        await trio.testing.wait_all_tasks_blocked()
+        assert our_files(relay_dir) == [f"a-{me.instance_id}.json"]  # the socket went too
+        nursery.cancel_scope.cancel()
+
+
+async def test_fail_is_told_once_and_the_first_reason_wins(short_tmp: Path) -> None:
+    svc = make_service(short_tmp)
+    changes: list[str] = []
+    svc.on_change(lambda: changes.append(svc.problem))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(svc.run)
+        svc.fail("first")
+        svc.fail("second")
+        await trio.testing.wait_all_tasks_blocked()
+        assert svc.problem == "first" and svc.status().reason == "first"
+        with pytest.raises(RelayUnavailable, match="^first$"):
+            svc.check_dir()
+        svc.pause()  # harmless once failed
+        nursery.cancel_scope.cancel()
+    assert "second" not in changes

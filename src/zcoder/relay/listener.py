@@ -24,10 +24,10 @@ What a peer gets:
 * end of stream or no complete frame within ``io_timeout``: closed without an answer;
 * a complete frame: exactly one ack, decided in the spec's order (see ``envelope.py``),
   then the sender check (``invalid`` if it fails), then the spool (``duplicate``,
-  ``paused``, ``full`` or ``accepted`` with ``queue_position``); a ping gets ``pong`` with
-  the instance's ``state``;
-* a failure inside the spool or the sender check: closed without an answer (ambiguous for
-  the sender, who retries once with the same id).
+  ``paused``, ``full`` or ``accepted`` with ``queue_position``; a message the file system
+  refuses to store is ``full`` too); a ping gets ``pong`` with the instance's ``state``;
+* an unexpected failure inside the spool or the sender check: closed without an answer
+  (ambiguous for the sender, who retries once with the same id).
 
 The handler catches its own errors (an exception escaping a ``serve_listeners`` handler
 would end the app); ``trio.Cancelled`` propagates. ``verified`` passed to the spool is true

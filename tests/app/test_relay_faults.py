@@ -152,6 +152,8 @@ async def test_a_spool_directory_replaced_by_a_file(short_tmp: Path, damage: str
         assert await b.backend.run_relay_turn() is False  # no crash
         (line,) = errors(b)
         assert line.startswith(f"Relay unavailable: the relay spool's {damage}/ is not our own")
+        assert line.endswith("; 1 accepted message will not run")
+        assert b.backend.relay_status() == ("unavailable", 0)  # nothing claims it any more
         assert not b.backend.relay.available and not b.backend.relay_waiting()
         assert await b.backend.run_relay_turn() is False  # and no spin
         assert b.client.requests == [] and len(errors(b)) == 1

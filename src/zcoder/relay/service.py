@@ -122,7 +122,7 @@ class RelayService:
             reason="" if self._available else self._reason,
             instance_id=self._reservation.instance_id if self._reservation else "",
             paused=spool.paused if spool is not None else self._want_paused,
-            queued=spool.depth() if spool is not None else 0,
+            queued=_unfinished(spool, damaged=self._spool_damaged),
         )
 
     @property
@@ -215,8 +215,12 @@ class RelayService:
         """Damage makes the relay fail and ends the claims; any other fault is one line
         for the user."""
         if fault.damaged:
+            lost = self._spool.waiting() if self._spool is not None else 0
             self._spool_damaged = True
-            self.fail(str(fault))
+            many = "s" if lost > 1 else ""
+            self.fail(
+                f"{fault}; {lost} accepted message{many} will not run" if lost else str(fault)
+            )
         else:
             _log.warning("relay: %s", fault)
             self._lines.append(str(fault))
@@ -468,6 +472,14 @@ def _unlink_socket(reservation: Reservation) -> None:
         path.unlink(missing_ok=True)
     else:
         _log.warning("relay cleanup: %s is not our socket; left in place", path)
+
+
+def _unfinished(spool: Spool | None, *, damaged: bool) -> int:
+    """What ``queued`` counts: the accepted messages that are still to run or running; of a
+    damaged spool only the one running (nothing more is claimed from it)."""
+    if spool is None:
+        return 0
+    return spool.depth() - spool.waiting() if damaged else spool.depth()
 
 
 def _reason(exc: BaseException) -> str:

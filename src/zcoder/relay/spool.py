@@ -192,6 +192,10 @@ class Spool:
         """Accepted, unfinished messages: those in ``inbox/`` plus ``processing/``."""
         return len(self._inbox) + len(self._processing)
 
+    def waiting(self) -> int:
+        """Accepted messages not yet claimed (``inbox/``)."""
+        return len(self._inbox)
+
     def knows(self, message_id: str) -> bool:
         """Whether ``message_id`` is in inbox, processing or done (or another claimer has it)."""
         return (
@@ -222,7 +226,8 @@ class Spool:
                 continue
             mid = found.group(2)
             target = self._dirs["processing"] / name
-            if not self._move(source, target):  # another claimer won this one
+            moved = self._move(source, target)
+            if moved is None:  # another claimer won this one
                 self._notice_taken({n for n in names if n != name})
                 continue
             try:
@@ -235,6 +240,8 @@ class Spool:
             self._vetted.discard(name)
             self._processing[mid] = name
             self._changed()
+            if moved:  # told once the message counts as running, not waiting
+                self._tell(SpoolFault(_planted(name), damaged=True))
             return Claimed(int(found.group(1)), envelope, verified, target)
         return None
 
@@ -372,20 +379,19 @@ class Spool:
         self._problems.append(f"relay spool entry {path.name!r} was quarantined: {reason}")
         self._changed()
 
-    def _move(self, source: Path, target: Path) -> bool:
-        """Rename an inbox entry into ``processing/``; ``False`` when another claimer took
-        it. Something planted at ``target`` is quarantined (damage, told) and the move
-        tried once more; any other refusal is ``SpoolFault``."""
+    def _move(self, source: Path, target: Path) -> bool | None:
+        """Rename an inbox entry into ``processing/``: ``False``, or ``True`` when something
+        planted at ``target`` had to be quarantined first (damage, for the caller to tell);
+        ``None`` when another claimer took it; any other refusal is ``SpoolFault``."""
         try:
             os.rename(source, target)
-            return True
+            return False
         except OSError as exc:
             if isinstance(exc, FileNotFoundError) and not os.path.lexists(source):
-                return False
+                return None
             if not os.path.lexists(target) or _is_regular(target):
                 raise classify(exc, self.root, f"cannot claim {source.name}") from None
         self._quarantine(target, "it is not a regular file")
-        self._tell(SpoolFault(_planted(target.name), damaged=True))
         try:
             os.rename(source, target)
         except OSError as exc:

@@ -365,7 +365,7 @@ async def test_fail_is_told_once_and_the_first_reason_wins(short_tmp: Path) -> N
         svc.fail("second")
         await trio.testing.wait_all_tasks_blocked()
         assert svc.problem == "first" and svc.status().reason == "first"
-        with pytest.raises(RelayUnavailable, match="^first$"):
+        with pytest.raises(RelayUnavailable, match=r"^first$"):
             svc.check_dir()
         svc.pause()  # harmless once failed
         nursery.cancel_scope.cancel()

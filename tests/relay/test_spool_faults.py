@@ -12,8 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trio
 
-from tests.relay.helpers import make_enqueue
+from tests.relay.helpers import make_enqueue, register_sender
+from tests.relay.test_service import make_service
+from zcoder.relay import client
 from zcoder.relay import spool as spool_module
 from zcoder.relay.spool import Spool, SpoolFault
 
@@ -146,3 +149,30 @@ def test_something_planted_in_processing_is_quarantined_as_damage(short_tmp: Pat
     with pytest.raises(SpoolFault, match="planted in the relay spool: processing/x"):
         spool.scan()
     assert os.path.isdir(spool.root / "quarantine" / "x")
+
+
+async def test_a_service_whose_runtime_dir_is_full_answers_full_over_the_socket(
+    small_tmpfs: Path, short_tmp: Path
+) -> None:
+    relay_dir = short_tmp / "agents"
+    svc = make_service(short_tmp, relay_dir, runtime_dir=small_tmpfs, scan_interval=3600)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(svc.run)
+        me = register_sender(relay_dir)
+        iid = svc.status().instance_id
+        statuses = []
+        for n in range(40):
+            env = make_enqueue(f"{me.instance_id}-{n}", target=iid, sender=me.instance_id)
+            ack = await client.send(relay_dir / f"a-{iid}.sock", env, io_timeout=5)
+            statuses.append(ack.status)
+        stored = statuses.count("accepted")
+        assert 0 < stored < 40 and statuses[stored:] == ["full"] * (40 - stored)
+        assert svc.status().queued == stored and svc.status().available
+        (line,) = svc.take_problems()
+        assert "No space left on device" in line
+        svc.pause()  # the state file cannot be written: a line, not a crash
+        assert svc.status().paused
+        (line,) = svc.take_problems()
+        assert "cannot record the relay state 'paused'" in line
+        nursery.cancel_scope.cancel()
+    assert os.listdir(small_tmpfs) == []

@@ -56,12 +56,12 @@ from zcoder.relay.spool_entry import (
     write_new,
 )
 from zcoder.relay.spool_fault import SPOOL_DIRS, SpoolFault, classify, layout_problem
+from zcoder.relay.spool_quarantine import BAD_NAME, Quarantine, is_regular, planted
 
 __all__ = ["Claimed", "Spool", "SpoolFault"]
 
 _PAUSED, _ACCEPTING = "paused", "accepting"
 _RECEIPT = ".done"
-_BAD_NAME = "its name is not <sequence>-<message-id>.json"
 
 
 @attrs.frozen
@@ -89,10 +89,9 @@ class Spool:
         self._processing: dict[str, str] = {}
         self._settled: set[str] = set()
         self._last = self._load_index()
-        self._vetted: set[str] = set()  # inbox names we did not write that read_entry passed
         self._work = trio.Event()
-        self._problems: list[str] = []
         self._callbacks: list[Callable[[], None]] = []
+        self._quarantine = Quarantine(self._dirs["quarantine"], self._changed)
         self._fault_callbacks: list[Callable[[SpoolFault], None]] = []
         self._store_failing = False  # report a run of failed stores once
 
@@ -222,7 +221,7 @@ class Spool:
             found = ENTRY_NAME_RE.fullmatch(name)
             source = self._dirs["inbox"] / name
             if found is None:
-                self._quarantine(source, _BAD_NAME)
+                self._quarantine.put(source, BAD_NAME)
                 continue
             mid = found.group(2)
             target = self._dirs["processing"] / name
@@ -234,14 +233,14 @@ class Spool:
                 envelope, verified = read_entry(target, mid, self._limits)
             except InvalidEntry as exc:
                 self._forget(mid, name)
-                self._quarantine(target, str(exc))
+                self._quarantine.put(target, str(exc))
                 continue
             self._inbox.pop(mid, None)
-            self._vetted.discard(name)
+            self._quarantine.vetted.discard(name)
             self._processing[mid] = name
             self._changed()
             if moved:  # told once the message counts as running, not waiting
-                self._tell(SpoolFault(_planted(name), damaged=True))
+                self._tell(SpoolFault(planted(name), damaged=True))
             return Claimed(int(found.group(1)), envelope, verified, target)
         return None
 
@@ -259,27 +258,13 @@ class Spool:
             running = os.listdir(self._dirs["processing"])
         except OSError as exc:
             raise classify(exc, self.root, "cannot list the relay spool") from None
-        ours = set(self._inbox.values())
-        for name in waiting:
-            if name in ours or name in self._vetted:
-                continue
-            found = ENTRY_NAME_RE.fullmatch(name)
-            path = self._dirs["inbox"] / name
-            if found is None:
-                self._quarantine(path, _BAD_NAME)
-                continue
-            try:
-                read_entry(path, found.group(2), self._limits)
-            except InvalidEntry as exc:
-                self._quarantine(path, str(exc))
-                continue
-            self._vetted.add(name)
+        self._quarantine.sweep_inbox(
+            self._dirs["inbox"], waiting, set(self._inbox.values()), self._limits
+        )
         ours = set(self._processing.values())
-        for name in running:
-            path = self._dirs["processing"] / name
-            if name not in ours and not _is_regular(path):
-                self._quarantine(path, "it is not a regular file")
-                raise SpoolFault(_planted(name), damaged=True)
+        name = self._quarantine.sweep_processing(self._dirs["processing"], running, ours)
+        if name:
+            raise SpoolFault(planted(name), damaged=True)
 
     def complete(self, claimed: Claimed) -> None:
         """Leave an empty receipt in ``done/`` (first), then drop the payload. A spool that
@@ -314,8 +299,7 @@ class Spool:
 
     def take_problems(self) -> list[str]:
         """The quarantine reports since the last call (for the transcript)."""
-        problems, self._problems = self._problems, []
-        return problems
+        return self._quarantine.take_problems()
 
     # -- internals ------------------------------------------------------------------------
 
@@ -361,24 +345,6 @@ class Spool:
         state = (_PAUSED if self._paused else _ACCEPTING).encode()
         write_new(self.root, self.root / "state", state)
 
-    def _quarantine(self, path: Path, reason: str) -> None:
-        try:
-            os.rename(path, self._dirs["quarantine"] / path.name)
-        except FileNotFoundError:
-            return  # another claimer dealt with it
-        except OSError:  # the quarantine is unusable: do not leave the entry in the queue
-            reason = f"{reason} (removed: the quarantine is unusable)"
-            try:
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path)
-                else:
-                    path.unlink(missing_ok=True)
-            except OSError as exc:
-                self._vetted.add(path.name)  # reported once, not on every scan
-                reason = f"{reason.removesuffix(')')}, and it cannot be removed: {exc.strerror})"
-        self._problems.append(f"relay spool entry {path.name!r} was quarantined: {reason}")
-        self._changed()
-
     def _move(self, source: Path, target: Path) -> bool | None:
         """Rename an inbox entry into ``processing/``: ``False``, or ``True`` when something
         planted at ``target`` had to be quarantined first (damage, for the caller to tell);
@@ -389,9 +355,9 @@ class Spool:
         except OSError as exc:
             if isinstance(exc, FileNotFoundError) and not os.path.lexists(source):
                 return None
-            if not os.path.lexists(target) or _is_regular(target):
+            if not os.path.lexists(target) or is_regular(target):
                 raise classify(exc, self.root, f"cannot claim {source.name}") from None
-        self._quarantine(target, "it is not a regular file")
+        self._quarantine.put(target, "it is not a regular file")
         try:
             os.rename(source, target)
         except OSError as exc:
@@ -405,19 +371,6 @@ class Spool:
     def _changed(self) -> None:
         for callback in self._callbacks:
             callback()
-
-
-def _is_regular(path: Path) -> bool:
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except FileNotFoundError:
-        return True  # gone: nothing is in the way
-    except OSError:
-        return False
-
-
-def _planted(name: str) -> str:
-    return f"something other than a message was planted in the relay spool: processing/{name}"
 
 
 def _listdir(path: Path) -> list[str]:

@@ -18,6 +18,7 @@ from zcoder.relay import service as service_module
 from zcoder.relay.listener import Listener
 from zcoder.relay.registry import Manifest, load_manifest, remove_manifest
 from zcoder.relay.service import RelayService
+from zcoder.relay.spool import SpoolFault
 
 
 def make_service(root: Path, relay_dir: Path | None = None, **overrides: Any) -> RelayService:
@@ -370,3 +371,25 @@ async def test_fail_is_told_once_and_the_first_reason_wins(short_tmp: Path) -> N
         svc.pause()  # harmless once failed
         nursery.cancel_scope.cancel()
     assert "second" not in changes
+
+
+async def test_the_watch_tells_a_storage_fault_once(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    svc = make_service(short_tmp, scan_interval=0.001)
+    calls = []
+
+    def refuse() -> None:
+        calls.append(1)
+        raise SpoolFault("cannot list the relay spool: Permission denied", damaged=False)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(svc.run)
+        assert svc.spool is not None
+        monkeypatch.setattr(svc.spool, "scan", refuse)
+        with trio.fail_after(10):
+            while len(calls) < 5:  # noqa: ASYNC110
+                await trio.sleep(0.001)
+        assert svc.take_problems() == ["cannot list the relay spool: Permission denied"]
+        assert svc.status().available
+        nursery.cancel_scope.cancel()

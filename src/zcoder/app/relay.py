@@ -125,9 +125,9 @@ class RelayLink:
 
     def _spool_call(self, action: str, call: Callable[[], object]) -> bool:
         """Run one spool operation; ``False`` if it failed, which is handed to the service
-        here and nowhere else: a fault as the spool classified it (``fatal`` makes any
-        fault damage), anything unexpected as a failure of the relay. Never raises but
-        what is not an ``Exception`` (``trio.Cancelled``)."""
+        here and nowhere else: a ``SpoolFault`` as classified (damage makes the relay
+        fail, a storage fault is a line), anything unexpected as a failure of the relay.
+        Never raises but what is not an ``Exception`` (``trio.Cancelled``)."""
         service = self.service
         try:
             call()

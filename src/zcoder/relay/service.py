@@ -360,17 +360,22 @@ class RelayService:
     async def _watch(self) -> None:
         """Every ``scan_interval``: is the relay directory still safe, does the spool hold
         anything foreign (quarantined and reported even while the queue is empty), is its
-        layout intact. Ends when the relay fails."""
+        layout intact. Ends when the relay fails; a storage fault is told once, not on
+        every look."""
+        last = ""
         while not self._problem:
             await trio.sleep(self._scan_interval)
             try:
                 self.check_dir()
                 if self._spool is not None:
                     self._spool.scan()
+                last = ""
             except RelayUnavailable:
                 return
             except SpoolFault as fault:
-                self.spool_fault(fault)
+                if fault.damaged or str(fault) != last:
+                    self.spool_fault(fault)
+                last = str(fault)
 
     # -- manifest -------------------------------------------------------------------------
 

@@ -23,13 +23,15 @@ async def test_a_receipt_that_cannot_be_written_neither_crashes_nor_runs_again(
         done.write_bytes(b"")  # not a directory: the receipt cannot be created (even as root)
         b.client.replies = [text("did it")]
         assert await b.backend.run_relay_turn() is True
-        # Settled all the same: nothing waits, nothing runs twice, no spin on a ghost.
-        assert b.backend.relay_status() == ("on", 0)
+        # Settled all the same: nothing waits, nothing runs twice, no spin on a ghost; a
+        # done/ that is not a directory is damage, so the relay goes, told once.
+        assert b.backend.relay_status() == ("unavailable", 0)
         assert not b.backend.relay_waiting()
         assert await b.backend.run_relay_turn() is False
         assert len(b.client.requests) == 1
         errors = [e.text for e in b.sink.entries() if e.role == "error"]
-        assert len(errors) == 1 and "relay" in errors[0]
+        assert len(errors) == 1
+        assert errors[0].startswith("Relay unavailable: the relay spool's done/ is not our own")
 
 
 async def test_an_outer_cancel_mid_relayed_turn_settles_it_and_leaves_a_valid_history(

@@ -298,19 +298,55 @@ async def test_stalled_connection_does_not_block_others(short_tmp: Path) -> None
         assert listener.statistics().active == 1
 
 
-async def test_connection_limit(short_tmp: Path) -> None:
+async def test_at_the_cap_the_oldest_stalled_connection_is_shed(short_tmp: Path) -> None:
     listener = make_listener(io_timeout=30.0, max_connections=2)
     async with serving(listener, short_tmp / "a.sock") as path:
         stalled = [await trio.open_unix_socket(path) for _ in range(2)]
         for stream in stalled:
             await stream.send_all(b"ZCODER-AGENT/1")
         await until(lambda: listener.statistics().active == 2)
-        assert await raw_request(path, frame(ping_obj())) == b""  # closed at once, unread
-        assert listener.statistics().refused == 1
-        await stalled[0].aclose()
-        await until(lambda: listener.statistics().active == 1)
+        # a request that has fully arrived is answered, however many connections stall
         assert await raw_request(path, frame(ping_obj())) == ack_frame("p1", "pong", state="ready")
-        await stalled[1].aclose()
+        # another stalled connection takes the place of the oldest one
+        async with await trio.open_unix_socket(path) as third:
+            await third.send_all(b"ZCODER-AGENT/1 ")
+            with trio.fail_after(10):
+                assert await stalled[0].receive_some() == b""
+            stats = listener.statistics()
+            assert (stats.shed, stats.refused) == (1, 0)
+            # a request whose bytes come after the accept also sheds the oldest waiting one
+            sock = wire.connect_nowait(path)
+            assert sock is not None
+            with sock:
+                await until(lambda: listener.statistics().shed == 2)
+                await wire.send_all(sock, frame(ping_obj()))
+                with trio.fail_after(10):
+                    assert (
+                        await wire.receive_frame(sock, 4096)
+                        == ack_frame("p1", "pong", state="ready").partition(b"\n")[2]
+                    )
+                    assert await stalled[1].receive_some() == b""
+            assert listener.statistics().refused == 0
+        for stream in stalled:
+            await stream.aclose()
+
+
+async def test_a_hundred_stalled_connections_never_lock_out_a_request(short_tmp: Path) -> None:
+    spool = FakeSpool()
+    listener = make_listener(spool, io_timeout=30.0)
+    path = short_tmp / "a.sock"
+    async with serving(listener, path), contextlib.AsyncExitStack() as stack:
+        for _ in range(100):
+            stream = await stack.enter_async_context(await trio.open_unix_socket(path))
+            await stream.send_all(b"ZCODER-AGENT/1 50\n{")
+        await until(lambda: listener.statistics().handled == 100)
+        for n in range(3):
+            pong = await client.ping(path, target_instance_id=ME, sender_instance_id=ME)
+            assert pong.status == "pong"
+            ack = await client.send(path, enqueue_env(message_id=f"{SENDER}-m{n}"), io_timeout=30.0)
+            assert ack.status == "accepted"
+        stats = listener.statistics()
+        assert stats.active <= 32 and stats.refused == 0 and len(spool.items) == 3
 
 
 async def test_another_uid_is_refused_unread(

@@ -18,6 +18,7 @@ from zcoder.relay import service as service_module
 from zcoder.relay.listener import Listener
 from zcoder.relay.registry import Manifest, load_manifest, remove_manifest
 from zcoder.relay.service import RelayService
+from zcoder.relay.spool import SpoolFault
 
 
 def make_service(root: Path, relay_dir: Path | None = None, **overrides: Any) -> RelayService:
@@ -202,9 +203,10 @@ async def test_a_failed_refresh_makes_the_relay_unavailable(short_tmp: Path) -> 
         assert not status.available
         assert "refusing to publish an invalid manifest: field model" in status.reason
         assert our_files(relay_dir) == []
-        assert not (short_tmp / "rt" / "relay").exists()
+        assert (short_tmp / "rt" / "relay").exists()  # accepted messages may still run
         svc.refresh(model="ok")  # harmless once unavailable
         nursery.cancel_scope.cancel()
+    assert not (short_tmp / "rt" / "relay").exists()
 
 
 async def test_listener_crash_leaves_the_app_running(
@@ -244,12 +246,13 @@ async def test_listener_crash_leaves_the_app_running(
         assert not status.available
         assert status.reason == "the relay failed: listener exploded"
         assert our_files(relay_dir) == []
-        assert not (short_tmp / "rt" / "relay").exists()
         before = ticks
         await trio.sleep(2.5)
         assert ticks > before  # the surrounding nursery is alive
-        assert await svc.discover() == []  # the directory is still usable
+        with pytest.raises(RelayUnavailable, match="listener exploded"):
+            await svc.discover()  # nothing more is listed from a failed relay
         nursery.cancel_scope.cancel()
+    assert not (short_tmp / "rt" / "relay").exists()
 
 
 @pytest.mark.parametrize(
@@ -329,4 +332,64 @@ async def test_new_envelope_carries_this_instance(short_tmp: Path) -> None:
         assert svc.relay_dir == short_tmp / "agents"
         with pytest.raises(ValueError, match="body"):
             svc.new_envelope("77-peer", "   ")
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_enqueue_received_from_an_unsafe_relay_dir_is_refused(short_tmp: Path) -> None:
+    # The sender check reads the sender's manifest there: not once the directory is open.
+    relay_dir = short_tmp / "agents"
+    svc = make_service(short_tmp, scan_interval=3600)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(svc.run)
+        me = register_sender(relay_dir)
+        iid = svc.status().instance_id
+        env = make_enqueue(f"{me.instance_id}-1", target=iid, sender=me.instance_id, body="hi")
+        os.chmod(relay_dir, 0o711)
+        ack = await client.send(relay_dir / f"a-{iid}.sock", env, io_timeout=2)
+        assert ack.status == "invalid" and svc.status().queued == 0
+        status = svc.status()
+        assert not status.available and "has mode 0711" in status.reason
+        assert svc.problem == status.reason
+        assert f"a-{iid}.json" not in our_files(relay_dir)  # withdrawn at once
+        await trio.testing.wait_all_tasks_blocked()
+        assert our_files(relay_dir) == [f"a-{me.instance_id}.json"]  # the socket went too
+        nursery.cancel_scope.cancel()
+
+
+async def test_fail_is_told_once_and_the_first_reason_wins(short_tmp: Path) -> None:
+    svc = make_service(short_tmp)
+    changes: list[str] = []
+    svc.on_change(lambda: changes.append(svc.problem))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(svc.run)
+        svc.fail("first")
+        svc.fail("second")
+        await trio.testing.wait_all_tasks_blocked()
+        assert svc.problem == "first" and svc.status().reason == "first"
+        with pytest.raises(RelayUnavailable, match=r"^first$"):
+            svc.check_dir()
+        svc.pause()  # harmless once failed
+        nursery.cancel_scope.cancel()
+    assert "second" not in changes
+
+
+async def test_the_watch_tells_a_storage_fault_once(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    svc = make_service(short_tmp, scan_interval=0.001)
+    calls = []
+
+    def refuse() -> None:
+        calls.append(1)
+        raise SpoolFault("cannot list the relay spool: Permission denied", damaged=False)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(svc.run)
+        assert svc.spool is not None
+        monkeypatch.setattr(svc.spool, "scan", refuse)
+        with trio.fail_after(10):
+            while len(calls) < 5:  # noqa: ASYNC110
+                await trio.sleep(0.001)
+        assert svc.take_problems() == ["cannot list the relay spool: Permission denied"]
+        assert svc.status().available
         nursery.cancel_scope.cancel()

@@ -226,6 +226,7 @@ class AgentBackend:
     async def start_relay(self, root: trio.Nursery, on_change: Callable[[], None]) -> str:
         """Start the relay in ``root`` (it is optional); ``""`` or why it is unavailable."""
         self.relay.on_change(on_change)
+        self.relay.on_problem(lambda line: self._show(TranscriptEvent(role="error", text=line)))
         return await self.relay.start(root, model=self.model, session_id=self.session_id)
 
     def relay_waiting(self) -> bool:

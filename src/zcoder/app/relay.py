@@ -7,6 +7,12 @@ and never while paused (accepted messages wait and run in FIFO order after ``res
 ``on_tools`` hears which relay tools to offer (both while the relay is available, none
 otherwise), and ``SendLabels`` checks a send before its question (a fresh ping must find the
 exact target live) and names the target with what that ping reported about it.
+
+Faults: ``on_problem`` hears each line to show the user, once: the relay's failure after its
+start (``Relay unavailable: <reason>``), quarantined spool entries, storage faults. Every
+spool call of the foreground goes through ``_spool_call``, the one place that turns a
+failure into the service's ``fail``/``spool_fault``: no spool fault reaches the app. After a
+failure that did not damage the spool, the messages already accepted still run.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from zcoder.relay.envelope import Ack, Limits
 from zcoder.relay.listing import peer_table
 from zcoder.relay.registry import Peer
 from zcoder.relay.service import RelayService
-from zcoder.relay.spool import Claimed
+from zcoder.relay.spool import Claimed, Spool, SpoolFault
 from zcoder.tools.base import Tool
 from zcoder.tools.relay_tools import check_send, relay_tools
 from zcoder.ui.backend import Unrun
@@ -68,7 +74,10 @@ class RelayLink:
         self._peers: dict[str, Peer] = {}
         self._senders: dict[str, tuple[str, int, str]] = {}  # from relayed messages
         self._running: Claimed | None = None
+        self._claimed_from: Spool | None = None
         self._callbacks: list[Callable[[], None]] = []
+        self._problem_callbacks: list[Callable[[str], None]] = []
+        self._told = False  # the failure was shown
         self._tools = relay_tools(self)
 
     # -- start ----------------------------------------------------------------------------
@@ -101,10 +110,46 @@ class RelayLink:
     def on_change(self, callback: Callable[[], None]) -> None:
         self._callbacks.append(callback)
 
+    def on_problem(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback`` with each line to show the user as an error (see above)."""
+        self._problem_callbacks.append(callback)
+
     def _changed(self) -> None:
         self._on_tools(self._tools if self.available else [])
+        self._tell()
         for callback in self._callbacks:
             callback()
+
+    def _tell(self) -> None:
+        service = self.service
+        if service is None or not self._problem_callbacks:
+            return
+        lines = service.take_problems()
+        if service.problem and not self._told:
+            self._told = True
+            lines.append(f"Relay unavailable: {service.problem}")
+        for line in lines:
+            for callback in self._problem_callbacks:
+                callback(line)
+
+    def _spool_call(self, action: str, call: Callable[[], object]) -> bool:
+        """Run one spool operation; ``False`` if it failed, which is handed to the service
+        here and nowhere else: a ``SpoolFault`` as classified (damage makes the relay
+        fail, a storage fault is a line), anything unexpected as a failure of the relay.
+        Never raises but what is not an ``Exception`` (``trio.Cancelled``)."""
+        service = self.service
+        try:
+            call()
+        except SpoolFault as fault:
+            if service is not None:
+                service.spool_fault(fault)
+            return False
+        except Exception as exc:
+            _log.exception("relay spool %s failed", action)
+            if service is not None:
+                service.fail(f"the relay spool failed to {action}: {exc}")
+            return False
+        return True
 
     # -- state ----------------------------------------------------------------------------
 
@@ -134,9 +179,12 @@ class RelayLink:
         return ("paused" if status.paused else "on"), waiting
 
     def waiting(self) -> bool:
-        """A message waits and the foreground may take it (not paused, none running)."""
-        state, waiting = self.status()
-        return state == "on" and waiting > 0 and self._running is None
+        """A message waits and the foreground may take it (not paused, none running; also
+        after a failure of the relay that left the spool intact)."""
+        spool = self.service.spool if self.service is not None else None
+        if spool is None or spool.paused or self._running is not None:
+            return False
+        return self.status()[1] > 0
 
     def refresh(self, **fields: str) -> None:
         if self.service is not None:
@@ -145,11 +193,22 @@ class RelayLink:
     # -- the worker's claims --------------------------------------------------------------
 
     def claim(self) -> tuple[Claimed | None, list[str]]:
-        """The oldest waiting message (or ``None``), and quarantine reports to show."""
+        """The oldest waiting message (or ``None``), and quarantine reports to show (those
+        that ``on_problem`` has not already been given). A claim that fails makes the relay
+        fail and ends the claims: retrying would only fail again."""
         spool = self.service.spool if self.service is not None else None
         if spool is None or spool.paused or self._running is not None:
             return None, []
-        self._running = spool.claim()
+
+        def claim() -> None:
+            try:
+                self._running = spool.claim()
+            except SpoolFault as fault:
+                raise SpoolFault(str(fault), damaged=True) from None
+
+        self._claimed_from = spool
+        if not self._spool_call("claim a message", claim):
+            self._running = None
         if self._running is not None:  # a reply's question can name its target
             e = self._running.envelope
             self._senders[e.sender_instance_id] = (
@@ -162,18 +221,14 @@ class RelayLink:
         return self._running, problems
 
     def complete(self, claimed: Claimed) -> str:
-        """Settle the message whatever the turn's outcome (at most once); ``""``, or the
-        problem to show when its receipt could not be written (it is settled all the same)."""
+        """Settle the message whatever the turn's outcome (at most once), in the spool it
+        was claimed from (also one found damaged meanwhile). Always ``""``: a receipt that
+        cannot be written (it is settled all the same) is told through ``on_problem``."""
         self._running = None
-        spool = self.service.spool if self.service is not None else None
-        try:
-            if spool is not None:
-                spool.complete(claimed)
-        except (RelayError, OSError) as exc:
-            _log.warning("relay: %s", exc)
-            return str(exc)
-        finally:
-            self._changed()
+        spool, self._claimed_from = self._claimed_from, None
+        if spool is not None:
+            self._spool_call("settle a message", lambda: spool.complete(claimed))
+        self._changed()
         return ""
 
     def release(self, claimed: Claimed) -> str:
@@ -270,6 +325,7 @@ class RelayLink:
     async def deliver(self, peer: Peer, message: str) -> Ack:
         if self.service is None:
             raise RelayUnavailable(self.reason)
+        self.service.check_dir()  # nothing is sent from a directory that became unsafe
         try:
             envelope = self.service.new_envelope(peer.manifest.instance_id, message)
         except ValueError as exc:

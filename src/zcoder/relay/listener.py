@@ -12,8 +12,11 @@ the same answers.
 What a peer gets:
 
 * another uid (Linux ``SO_PEERCRED``): closed before anything is read;
-* while ``max_connections`` connections are waiting for their frame: closed at once,
-  unread;
+* a request that has fully arrived by the time it is accepted: always answered, whatever
+  the number of other connections;
+* any other connection while ``max_connections`` connections are still waiting for their
+  frame: the oldest of those waiting ones is shed (closed without an answer) to make room,
+  so stalled peers can delay each other but never lock out a request that arrives;
 * a header that does not start with ``ZCODER-AGENT/1`` and a space: closed without an
   answer (the peer does not speak this protocol);
 * our magic but a bad length (non-decimal, leading zero, above ``max_bytes``) or bytes
@@ -21,10 +24,10 @@ What a peer gets:
 * end of stream or no complete frame within ``io_timeout``: closed without an answer;
 * a complete frame: exactly one ack, decided in the spec's order (see ``envelope.py``),
   then the sender check (``invalid`` if it fails), then the spool (``duplicate``,
-  ``paused``, ``full`` or ``accepted`` with ``queue_position``); a ping gets ``pong`` with
-  the instance's ``state``;
-* a failure inside the spool or the sender check: closed without an answer (ambiguous for
-  the sender, who retries once with the same id).
+  ``paused``, ``full`` or ``accepted`` with ``queue_position``; a message the file system
+  refuses to store is ``full`` too); a ping gets ``pong`` with the instance's ``state``;
+* an unexpected failure inside the spool or the sender check: closed without an answer
+  (ambiguous for the sender, who retries once with the same id).
 
 The handler catches its own errors (an exception escaping a ``serve_listeners`` handler
 would end the app); ``trio.Cancelled`` propagates. ``verified`` passed to the spool is true
@@ -90,7 +93,8 @@ class ListenerStatistics:
 
     active: int = 0  # connections inside handle() now
     handled: int = 0  # connections given to handle()
-    refused: int = 0  # closed unread: over the connection limit or another uid
+    refused: int = 0  # closed unread: another uid (or over the cap with nothing to shed)
+    shed: int = 0  # waiting for their frame, closed to make room for a newer connection
     answered: int = 0  # an ack was written
     dropped: int = 0  # closed without an ack (EOF, stall, garbage, internal error)
     errors: int = 0  # unexpected exceptions caught in the handler
@@ -117,7 +121,11 @@ class Listener:
         self._limits = limits
         self._io_timeout = io_timeout
         self._max_connections = max_connections
-        self._in_tasks = 0  # connections being served by a task of their own
+        # Connections served by a task of their own, oldest first, each with the scope
+        # that sheds it; those in ``_answering`` have a decided request and are never shed.
+        self._in_tasks: dict[int, trio.CancelScope] = {}
+        self._answering: set[int] = set()
+        self._next_task = 0
         self._uid = os.getuid()
         self._stats = ListenerStatistics()
 
@@ -171,18 +179,35 @@ class Listener:
             listener.socket.close()
 
     def _admit(self, stream: SocketConnection, nursery: trio.Nursery) -> None:
-        """Refuse another uid, or any connection while ``max_connections`` are being served
-        by tasks, unread; serve a request that has fully arrived at once; give anything
-        else a task of its own."""
+        """Refuse another uid, unread; serve a request that has fully arrived at once; give
+        anything else a task of its own, shedding the oldest connection still waiting for
+        its frame while ``max_connections`` tasks are running."""
         peer = peer_credentials(stream)
-        if (peer is not None and peer.uid != self._uid) or (
-            self._in_tasks >= self._max_connections
-        ):
-            self._stats.refused += 1
-            stream.socket.close()
-        elif not self._serve_at_once(stream, peer):
-            self._in_tasks += 1
-            nursery.start_soon(self._serve_in_task, stream, peer)
+        if peer is not None and peer.uid != self._uid:
+            self._refuse(stream)
+        elif self._serve_at_once(stream, peer):
+            pass
+        elif len(self._in_tasks) >= self._max_connections and not self._shed_oldest():
+            self._refuse(stream)  # every task is writing an ack: nothing waits to be shed
+        else:
+            key, self._next_task = self._next_task, self._next_task + 1
+            self._in_tasks[key] = scope = trio.CancelScope()
+            nursery.start_soon(self._serve_in_task, key, scope, stream, peer)
+
+    def _refuse(self, stream: SocketConnection) -> None:
+        self._stats.refused += 1
+        stream.socket.close()
+
+    def _shed_oldest(self) -> bool:
+        """Cancel the oldest task still reading its frame; ``False`` if there is none. It
+        leaves the count at once, so the cap holds however soon the task notices."""
+        for key, scope in self._in_tasks.items():
+            if key not in self._answering:
+                del self._in_tasks[key]
+                scope.cancel()
+                self._stats.shed += 1
+                return True
+        return False
 
     def _serve_at_once(self, stream: SocketConnection, peer: PeerCred | None) -> bool:
         """Answer a connection whose whole request is already readable, without a task and
@@ -208,14 +233,27 @@ class Listener:
             stream.socket.close()
         return True
 
-    async def _serve_in_task(self, stream: SocketConnection, peer: PeerCred | None) -> None:
+    async def _serve_in_task(
+        self, key: int, scope: trio.CancelScope, stream: SocketConnection, peer: PeerCred | None
+    ) -> None:
+        # A decided request is never shed: its ack is written under io_timeout.
         try:
-            await self.handle(stream, peer)
+            with scope:
+                await self.handle(stream, peer, on_answer=lambda: self._answering.add(key))
         finally:
-            self._in_tasks -= 1
+            self._in_tasks.pop(key, None)
+            self._answering.discard(key)
 
-    async def handle(self, stream: trio.abc.Stream, peer: PeerCred | None) -> None:
-        """Serve one connection to its end; never raises but ``trio.Cancelled``."""
+    async def handle(
+        self,
+        stream: trio.abc.Stream,
+        peer: PeerCred | None,
+        *,
+        on_answer: Callable[[], None] | None = None,
+    ) -> None:
+        """Serve one connection to its end; never raises but ``trio.Cancelled``.
+        ``on_answer`` is called once the frame is read and decided, before the ack is
+        written."""
         self._stats.handled += 1
         self._stats.active += 1
         answered = False
@@ -223,6 +261,8 @@ class Listener:
             with trio.move_on_after(self._io_timeout) as deadline:
                 ack = await self._read_and_decide(stream, peer)
                 if ack is not None:
+                    if on_answer is not None:
+                        on_answer()
                     deadline.deadline = trio.current_time() + self._io_timeout
                     await stream.send_all(self._frame(ack))
                     answered = True

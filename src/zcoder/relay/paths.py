@@ -32,6 +32,7 @@ __all__ = [
     "Reservation",
     "ensure_relay_dir",
     "manifest_name",
+    "relay_dir_problem",
     "reserve_instance",
     "select_relay_dir",
     "socket_name",
@@ -100,6 +101,20 @@ def ensure_relay_dir(path: Path, *, create: bool = True) -> Path:
     if problem:
         raise UnsafeRelayDir(f"relay directory {str(canonical)!r} {problem}{_fix(st, canonical)}")
     return canonical
+
+
+def relay_dir_problem(canonical: Path) -> str:
+    """Why the relay directory that ``ensure_relay_dir`` returned is no longer safe, or
+    ``""``: one ``lstat`` (a real directory, ours, no group or other bit, owner rwx), cheap
+    enough for every discovery, send and received enqueue."""
+    try:
+        st = os.lstat(canonical)
+    except FileNotFoundError:
+        return f"relay directory {str(canonical)!r} was removed"
+    except OSError as exc:
+        return f"relay directory {str(canonical)!r}: {exc.strerror}"
+    problem = _unsafe_reason(st)
+    return f"relay directory {str(canonical)!r} {problem}" if problem else ""
 
 
 def _create_private_dir(path: Path) -> None:

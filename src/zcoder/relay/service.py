@@ -10,9 +10,16 @@ the listener is stopped; the exact socket path is unlinked; the spool is removed
 idempotent, checks names, types and owners before unlinking, and never removes the shared
 directory.
 
-Nothing here takes the app down. When the relay cannot start, or fails later (the listener
-crashes, a manifest refresh cannot be written), ``status()`` says unavailable with one
-reason, the manifest is gone, and ``run`` keeps sleeping until it is cancelled.
+Nothing here takes the app down. When the relay cannot start, ``status()`` says
+unavailable with one reason and ``run`` keeps sleeping until it is cancelled. Every failure
+after the start goes through ``fail(reason)``, once (the first reason wins, ``problem``):
+the listener crashed, a manifest refresh could not be written, the relay directory is no
+longer safe (``check_dir``: every discovery, send, received enqueue and every
+``scan_interval``), or the spool is damaged (``SpoolFault`` with ``damaged``). The relay is
+then unavailable for good: the manifest is withdrawn, the listener stops and the socket
+goes, but the spool stays until the service ends, so that messages already accepted still
+run. A storage fault that is not damage (a full or read-only disk) leaves the relay running
+and becomes one line for the user. The lines to show are drained by ``take_problems``.
 """
 
 from __future__ import annotations
@@ -34,15 +41,22 @@ from zcoder.errors import RelayError, RelayUnavailable
 from zcoder.relay import client, registry
 from zcoder.relay.envelope import Enqueue, Limits
 from zcoder.relay.listener import Listener, open_unix_listener
-from zcoder.relay.paths import Reservation, ensure_relay_dir, reserve_instance, select_relay_dir
+from zcoder.relay.paths import (
+    Reservation,
+    ensure_relay_dir,
+    relay_dir_problem,
+    reserve_instance,
+    select_relay_dir,
+)
 from zcoder.relay.registry import Manifest, Peer, publish_manifest, remove_manifest
-from zcoder.relay.spool import Spool
+from zcoder.relay.spool import Spool, SpoolFault
 
 __all__ = ["RelayService", "RelayStatus"]
 
 _log = logging.getLogger(__name__)
 _REFRESHABLE = frozenset({"model", "session_id", "profile", "state"})
 _CLOSE_GRACE = 1.0
+SCAN_INTERVAL = 2.0  # seconds between looks at the relay directory and the spool
 
 
 @attrs.frozen
@@ -71,6 +85,7 @@ class RelayService:
         profile: str,
         model: str,
         session_id: str,
+        scan_interval: float | None = None,
     ) -> None:
         self._settings = settings
         self._settings_problem = settings_problem
@@ -93,6 +108,10 @@ class RelayService:
         )
         self._stop = trio.Event()
         self._callbacks: list[Callable[[], None]] = []
+        self._scan_interval = SCAN_INTERVAL if scan_interval is None else scan_interval
+        self._problem = ""  # why the relay failed after it started; set once
+        self._spool_damaged = False  # no more claims: the spool cannot be trusted
+        self._lines: list[str] = []  # storage faults to show, drained by take_problems
 
     # -- queries --------------------------------------------------------------------------
 
@@ -103,8 +122,21 @@ class RelayService:
             reason="" if self._available else self._reason,
             instance_id=self._reservation.instance_id if self._reservation else "",
             paused=spool.paused if spool is not None else self._want_paused,
-            queued=spool.depth() if spool is not None else 0,
+            queued=_unfinished(spool, damaged=self._spool_damaged),
         )
+
+    @property
+    def problem(self) -> str:
+        """Why the relay failed after it had started (``fail``), or ``""``."""
+        return self._problem
+
+    def take_problems(self) -> list[str]:
+        """The lines to show the user since the last call: quarantined spool entries and
+        storage faults (the failure itself is ``problem``)."""
+        lines, self._lines = self._lines, []
+        if self._spool is not None:
+            lines.extend(self._spool.take_problems())
+        return lines
 
     @property
     def relay_dir(self) -> Path | None:
@@ -135,25 +167,64 @@ class RelayService:
 
     @property
     def spool(self) -> Spool | None:
-        """The spool while it exists (the worker claims from it), else ``None``."""
-        return self._spool
+        """The spool to claim from while it exists and is not damaged, else ``None``."""
+        return None if self._spool_damaged else self._spool
 
     async def discover(self) -> list[Peer]:
-        """The live peers, excluding this instance. Works whenever the relay directory was
-        found safe, even if the listener later failed; ``RelayUnavailable`` otherwise (the
-        reason), ``RelayError`` if the directory cannot be read."""
-        if self._relay_dir is None:
-            raise RelayUnavailable(self._reason)
+        """The live peers, excluding this instance, while the relay directory is still safe
+        (``check_dir``); ``RelayUnavailable`` otherwise (the reason), ``RelayError`` if the
+        directory cannot be read."""
+        relay_dir = self.check_dir()
         return await registry.discover(
-            self._relay_dir,
+            relay_dir,
             exclude_instance_id=self._reservation.instance_id if self._reservation else None,
             io_timeout=self._settings.io_timeout,
             max_bytes=self._settings.max_bytes,
         )
 
+    def check_dir(self) -> Path:
+        """The relay directory, if the relay has not failed and the directory is still our
+        private one (one ``lstat``); else ``RelayUnavailable`` with the reason, and a
+        directory found unsafe makes the relay fail."""
+        if self._problem:
+            raise RelayUnavailable(self._problem)
+        if self._relay_dir is None:
+            raise RelayUnavailable(self._reason)
+        problem = relay_dir_problem(self._relay_dir)
+        if problem:
+            self.fail(problem)
+            raise RelayUnavailable(problem)
+        return self._relay_dir
+
     def on_change(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (same thread) when availability, pause state or depth change."""
         self._callbacks.append(callback)
+
+    def fail(self, reason: str) -> None:
+        """Make the relay unavailable for good with ``reason`` (see the module docstring);
+        the first reason wins, later calls do nothing. Never raises."""
+        if self._problem:
+            return
+        _log.warning("relay failed: %s", reason)
+        self._problem = self._reason = reason
+        self._withdraw()  # now, not when the service task next runs: no peer lists it again
+        self._stop.set()
+        self._changed()
+
+    def spool_fault(self, fault: SpoolFault) -> None:
+        """Damage makes the relay fail and ends the claims; any other fault is one line
+        for the user."""
+        if fault.damaged:
+            lost = self._spool.waiting() if self._spool is not None else 0
+            self._spool_damaged = True
+            many = "s" if lost > 1 else ""
+            self.fail(
+                f"{fault}; {lost} accepted message{many} will not run" if lost else str(fault)
+            )
+        else:
+            _log.warning("relay: %s", fault)
+            self._lines.append(str(fault))
+            self._changed()
 
     # -- control --------------------------------------------------------------------------
 
@@ -188,13 +259,19 @@ class RelayService:
             started[0] = True
             task_status.started()
 
-        reason = self._startup_problem()
-        if not reason:
-            reason = await self._serve(signal_started)
-        self._go_unavailable(reason)
-        if not started[0]:
-            task_status.started()
-        await trio.sleep_forever()
+        try:
+            reason = self._startup_problem()
+            if not reason:
+                reason = await self._serve(signal_started)
+            if started[0]:
+                self.fail(reason)  # a no-op when fail() ended it
+            else:  # nothing was ever accepted: no spool to keep
+                self._remove_spool()
+                self._go_unavailable(reason)
+                task_status.started()
+            await trio.sleep_forever()
+        finally:
+            self._remove_spool()
 
     def _startup_problem(self) -> str:
         if self._settings_problem:
@@ -234,6 +311,7 @@ class RelayService:
         spool.create()
         spool.set_paused(self._want_paused)
         spool.on_change(self._changed)
+        spool.on_fault(self.spool_fault)
         self._reservation = reserve_instance(relay_dir)
 
     async def _serve_listener(
@@ -244,7 +322,7 @@ class RelayService:
         listener = Listener(
             instance_id=self._reservation.instance_id,
             spool=self._spool,
-            sender_check=functools.partial(registry.sender_is_registered, relay_dir),
+            sender_check=functools.partial(self._sender_check, relay_dir),
             state=self._state,
             limits=self._limits,
             io_timeout=self._settings.io_timeout,
@@ -260,13 +338,44 @@ class RelayService:
             await nursery.start(serve)
             try:
                 self._publish()
-                self._available, self._reason = True, ""
-                self._changed()
+                if not self._problem:
+                    self._available, self._reason = True, ""
+                    self._changed()
                 signal_started()
+                nursery.start_soon(self._watch)
                 await self._stop.wait()
             finally:
                 self._withdraw()
                 listener_scope.cancel()
+                nursery.cancel_scope.cancel()  # the watcher
+
+    def _sender_check(self, relay_dir: Path, envelope: Enqueue) -> bool:
+        # The check reads the sender's manifest from the relay directory: only while safe.
+        try:
+            self.check_dir()
+        except RelayUnavailable:
+            return False
+        return registry.sender_is_registered(relay_dir, envelope)
+
+    async def _watch(self) -> None:
+        """Every ``scan_interval``: is the relay directory still safe, does the spool hold
+        anything foreign (quarantined and reported even while the queue is empty), is its
+        layout intact. Ends when the relay fails; a storage fault is told once, not on
+        every look."""
+        last = ""
+        while not self._problem:
+            await trio.sleep(self._scan_interval)
+            try:
+                self.check_dir()
+                if self._spool is not None:
+                    self._spool.scan()
+                last = ""
+            except RelayUnavailable:
+                return
+            except SpoolFault as fault:
+                if fault.damaged or str(fault) != last:
+                    self.spool_fault(fault)
+                last = str(fault)
 
     # -- manifest -------------------------------------------------------------------------
 
@@ -303,19 +412,19 @@ class RelayService:
         try:
             publish_manifest(self._reservation.manifest_path, self._manifest())
         except RelayError as exc:
-            self._fail(str(exc))
+            self.fail(str(exc))
 
     def _set_paused(self, paused: bool) -> None:
+        """Never raises: a ``state`` file that cannot be written is a fault to show (the
+        switch holds in memory), or damage that makes the relay fail."""
         self._want_paused = paused
         if self._spool is not None:
-            self._spool.set_paused(paused)
+            try:
+                self._spool.set_paused(paused)
+            except SpoolFault as fault:
+                self.spool_fault(fault)
         self._republish()
         self._changed()
-
-    def _fail(self, reason: str) -> None:
-        _log.warning("relay failed: %s", reason)
-        self._reason = reason
-        self._stop.set()
 
     # -- shut-down ------------------------------------------------------------------------
 
@@ -332,10 +441,13 @@ class RelayService:
             self._changed()
 
     def _cleanup(self) -> None:
-        """Steps 1, 3 and 4 (the listener is stopped by then); idempotent, never raises."""
+        """Steps 1 and 3 (the listener is stopped by then); idempotent, never raises. The
+        spool (step 4) goes when ``run`` ends: accepted messages may still run meanwhile."""
         self._withdraw()
         if self._reservation is not None:
             _unlink_socket(self._reservation)
+
+    def _remove_spool(self) -> None:
         if self._spool is not None:
             self._spool.remove()
             self._spool = None
@@ -365,6 +477,14 @@ def _unlink_socket(reservation: Reservation) -> None:
         path.unlink(missing_ok=True)
     else:
         _log.warning("relay cleanup: %s is not our socket; left in place", path)
+
+
+def _unfinished(spool: Spool | None, *, damaged: bool) -> int:
+    """What ``queued`` counts: the accepted messages that are still to run or running; of a
+    damaged spool only the one running (nothing more is claimed from it)."""
+    if spool is None:
+        return 0
+    return spool.depth() - spool.waiting() if damaged else spool.depth()
 
 
 def _reason(exc: BaseException) -> str:

@@ -24,6 +24,12 @@ entries it did not write) and the ``rename`` decides who wins, even across threa
 processes. An id that another claimer took is noticed by this object's next claim: it stays
 known (a retry is a duplicate) and leaves the depth. The ``sequence`` file is rewritten in
 place on every enqueue (one write; a private file that only a new spool object reads).
+
+Faults (``spool_fault.py``): the operations the foreground calls (``claim``, ``complete``,
+``set_paused``, ``scan``) raise ``SpoolFault`` and nothing else when the file system
+refuses them, ``damaged`` or not. The listener's ``enqueue`` never raises for a refusal: it
+answers ``full`` (nothing stored) and hands the fault to the ``on_fault`` callbacks, once
+per run of failed stores. Foreign entries are quarantined and reported (``take_problems``).
 """
 
 from __future__ import annotations
@@ -49,8 +55,10 @@ from zcoder.relay.spool_entry import (
     read_entry,
     write_new,
 )
+from zcoder.relay.spool_fault import SPOOL_DIRS, SpoolFault, classify, layout_problem
+from zcoder.relay.spool_quarantine import BAD_NAME, Quarantine, is_regular, planted
 
-__all__ = ["Claimed", "Spool"]
+__all__ = ["Claimed", "Spool", "SpoolFault"]
 
 _PAUSED, _ACCEPTING = "paused", "accepting"
 _RECEIPT = ".done"
@@ -71,7 +79,7 @@ class Spool:
 
     def __init__(self, root: Path, *, max_queue: int, limits: Limits | None = None) -> None:
         self.root = root
-        self._dirs = {name: root / name for name in ("inbox", "processing", "done", "quarantine")}
+        self._dirs = {name: root / name for name in SPOOL_DIRS}
         self._max_queue = max_queue
         self._limits = Limits() if limits is None else limits
         self._paused = _read_text(root / "state") == _PAUSED
@@ -82,8 +90,10 @@ class Spool:
         self._settled: set[str] = set()
         self._last = self._load_index()
         self._work = trio.Event()
-        self._problems: list[str] = []
         self._callbacks: list[Callable[[], None]] = []
+        self._quarantine = Quarantine(self._dirs["quarantine"], self._changed)
+        self._fault_callbacks: list[Callable[[SpoolFault], None]] = []
+        self._store_failing = False  # report a run of failed stores once
 
     # -- set-up and tear-down -------------------------------------------------------------
 
@@ -111,6 +121,11 @@ class Spool:
         """Call ``callback`` after the depth or the paused state changes (same thread)."""
         self._callbacks.append(callback)
 
+    def on_fault(self, callback: Callable[[SpoolFault], None]) -> None:
+        """Call ``callback`` with a fault no caller could be given: a store that failed
+        (the listener answered ``full``) or damage noticed while a claim still succeeded."""
+        self._fault_callbacks.append(callback)
+
     # -- the listener's side --------------------------------------------------------------
 
     def enqueue(self, envelope: Enqueue, *, verified: bool) -> tuple[str, int | None]:
@@ -119,7 +134,8 @@ class Spool:
 
         Decides in this order: ``duplicate`` (the id is in inbox, processing or done, so a
         retry is idempotent even while paused or full), ``paused``, ``full``, ``accepted``.
-        Raises ``RelayError`` if the message could not be stored.
+        A message the file system refuses to store is ``full`` too (no capacity; nothing
+        of it is left in the queue), and the fault goes to the ``on_fault`` callbacks.
         """
         mid = envelope.message_id
         if not MESSAGE_ID_RE.fullmatch(mid):
@@ -139,7 +155,12 @@ class Spool:
                 self.root, self._dirs["inbox"] / name, encode_entry(envelope, verified=verified)
             )
         except OSError as exc:
-            raise RelayError(f"cannot store the message in the spool: {exc.strerror}") from None
+            fault = classify(exc, self.root, f"cannot store the relayed message {mid}")
+            if fault.damaged or not self._store_failing:
+                self._store_failing = not fault.damaged
+                self._tell(fault)
+            return "full", None
+        self._store_failing = False
         self._inbox[mid] = name
         self._work.set()
         self._work = trio.Event()
@@ -151,18 +172,28 @@ class Spool:
         return self._paused
 
     def set_paused(self, paused: bool) -> None:
-        """Persist the state; paused rejects new envelopes and keeps the accepted ones."""
+        """Switch and persist the state; paused rejects new envelopes and keeps the
+        accepted ones. The switch holds in memory (what the listener answers) even when
+        the ``state`` file cannot be written: ``SpoolFault`` then says so."""
         if paused == self._paused:
             return
         self._paused = paused
-        self._write_state()
         self._changed()
+        try:
+            self._write_state()
+        except OSError as exc:
+            state = _PAUSED if paused else _ACCEPTING
+            raise classify(exc, self.root, f"cannot record the relay state {state!r}") from None
 
     # -- the foreground's side ------------------------------------------------------------
 
     def depth(self) -> int:
         """Accepted, unfinished messages: those in ``inbox/`` plus ``processing/``."""
         return len(self._inbox) + len(self._processing)
+
+    def waiting(self) -> int:
+        """Accepted messages not yet claimed (``inbox/``)."""
+        return len(self._inbox)
 
     def knows(self, message_id: str) -> bool:
         """Whether ``message_id`` is in inbox, processing or done (or another claimer has it)."""
@@ -175,53 +206,81 @@ class Spool:
     def claim(self) -> Claimed | None:
         """Move the oldest inbox entry to ``processing/`` and parse it again.
 
-        Entries that fail are quarantined and reported by ``take_problems``. Returns
-        ``None`` when the inbox is empty (or another claimer took everything).
+        Entries that fail are quarantined and reported by ``take_problems``; something
+        planted where the entry goes in ``processing/`` is quarantined and reported as
+        damage (``on_fault``), and the claim goes on. Returns ``None`` when the inbox is
+        empty (or another claimer took everything); ``SpoolFault`` when the file system
+        refuses the listing or the move.
         """
-        names = sorted(_listdir(self._dirs["inbox"]))
+        try:
+            names = sorted(os.listdir(self._dirs["inbox"]))
+        except OSError as exc:
+            raise classify(exc, self.root, "cannot list the relay inbox") from None
         self._notice_taken(set(names))
         for name in names:
             found = ENTRY_NAME_RE.fullmatch(name)
             source = self._dirs["inbox"] / name
             if found is None:
-                self._quarantine(source, "its name is not <sequence>-<message-id>.json")
+                self._quarantine.put(source, BAD_NAME)
                 continue
             mid = found.group(2)
             target = self._dirs["processing"] / name
-            try:
-                os.rename(source, target)
-            except FileNotFoundError:  # another claimer won this one
+            moved = self._move(source, target)
+            if moved is None:  # another claimer won this one
                 self._notice_taken({n for n in names if n != name})
                 continue
             try:
                 envelope, verified = read_entry(target, mid, self._limits)
             except InvalidEntry as exc:
                 self._forget(mid, name)
-                self._quarantine(target, str(exc))
+                self._quarantine.put(target, str(exc))
                 continue
             self._inbox.pop(mid, None)
+            self._quarantine.vetted.discard(name)
             self._processing[mid] = name
             self._changed()
+            if moved:  # told once the message counts as running, not waiting
+                self._tell(SpoolFault(planted(name), damaged=True))
             return Claimed(int(found.group(1)), envelope, verified, target)
         return None
+
+    def scan(self) -> None:
+        """Look for what does not belong, even while the queue is empty: quarantine (and
+        report) an inbox entry with a bad name or one that fails ``read_entry`` (each name
+        this object did not write is read once), and anything but a regular file in
+        ``processing/``, which also raises ``SpoolFault`` as damage, as does a damaged
+        layout. Cheap: a few ``lstat`` calls and two listings."""
+        problem = layout_problem(self.root)
+        if problem:
+            raise SpoolFault(problem, damaged=True)
+        try:
+            waiting = os.listdir(self._dirs["inbox"])
+            running = os.listdir(self._dirs["processing"])
+        except OSError as exc:
+            raise classify(exc, self.root, "cannot list the relay spool") from None
+        self._quarantine.sweep_inbox(
+            self._dirs["inbox"], waiting, set(self._inbox.values()), self._limits
+        )
+        ours = set(self._processing.values())
+        name = self._quarantine.sweep_processing(self._dirs["processing"], running, ours)
+        if name:
+            raise SpoolFault(planted(name), damaged=True)
 
     def complete(self, claimed: Claimed) -> None:
         """Leave an empty receipt in ``done/`` (first), then drop the payload. A spool that
         is already gone (the relay shut down meanwhile) is not an error; a receipt that
-        cannot be written raises ``RelayError`` after the message is settled all the same."""
+        cannot be written raises ``SpoolFault`` after the message is settled all the same."""
         if claimed.path.parent != self._dirs["processing"]:
             raise ValueError(f"{claimed.path} is not in this spool's processing directory")
         mid = claimed.envelope.message_id
         receipt = self._dirs["done"] / f"{mid}{_RECEIPT}"
-        problem = ""
+        fault: SpoolFault | None = None
         try:
             os.close(os.open(receipt, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
-        except FileNotFoundError:
-            if not self.root.exists():
-                return
-            problem = "its done/ directory is missing"
         except OSError as exc:
-            problem = exc.strerror or str(exc)
+            if isinstance(exc, FileNotFoundError) and not os.path.lexists(self.root):
+                return
+            fault = classify(exc, self.root, f"cannot write the relay receipt of {mid}")
         # Settled in memory whatever the disk said: the message never runs again (the index
         # keeps it a duplicate) and never counts as waiting (a worker would claim forever).
         with contextlib.suppress(OSError):
@@ -230,8 +289,8 @@ class Spool:
         if self._processing.get(mid) == claimed.path.name:
             del self._processing[mid]
         self._changed()
-        if problem:
-            raise RelayError(f"cannot write the relay receipt of {mid}: {problem}")
+        if fault is not None:
+            raise fault
 
     def unclaim(self, claimed: Claimed) -> None:
         """Put a claimed message back into ``inbox/`` under its own name, so it is the
@@ -272,8 +331,7 @@ class Spool:
 
     def take_problems(self) -> list[str]:
         """The quarantine reports since the last call (for the transcript)."""
-        problems, self._problems = self._problems, []
-        return problems
+        return self._quarantine.take_problems()
 
     # -- internals ------------------------------------------------------------------------
 
@@ -319,18 +377,28 @@ class Spool:
         state = (_PAUSED if self._paused else _ACCEPTING).encode()
         write_new(self.root, self.root / "state", state)
 
-    def _quarantine(self, path: Path, reason: str) -> None:
+    def _move(self, source: Path, target: Path) -> bool | None:
+        """Rename an inbox entry into ``processing/``: ``False``, or ``True`` when something
+        planted at ``target`` had to be quarantined first (damage, for the caller to tell);
+        ``None`` when another claimer took it; any other refusal is ``SpoolFault``."""
         try:
-            os.rename(path, self._dirs["quarantine"] / path.name)
-        except FileNotFoundError:
-            return  # another claimer dealt with it
-        except OSError:  # the quarantine is unusable: do not leave the entry in the queue
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
-        self._problems.append(f"relay spool entry {path.name!r} was quarantined: {reason}")
-        self._changed()
+            os.rename(source, target)
+            return False
+        except OSError as exc:
+            if isinstance(exc, FileNotFoundError) and not os.path.lexists(source):
+                return None
+            if not os.path.lexists(target) or is_regular(target):
+                raise classify(exc, self.root, f"cannot claim {source.name}") from None
+        self._quarantine.put(target, "it is not a regular file")
+        try:
+            os.rename(source, target)
+        except OSError as exc:
+            raise classify(exc, self.root, f"cannot claim {source.name}") from None
+        return True
+
+    def _tell(self, fault: SpoolFault) -> None:
+        for callback in self._fault_callbacks:
+            callback(fault)
 
     def _changed(self) -> None:
         for callback in self._callbacks:
@@ -348,5 +416,5 @@ def _read_text(path: Path) -> str:
     try:
         with open(path, encoding="ascii", errors="replace") as f:
             return f.read(64).strip()
-    except (FileNotFoundError, NotADirectoryError):
+    except OSError:  # missing, or not a file: as good as missing for a new spool object
         return ""

@@ -54,6 +54,8 @@ def tools(*calls: ToolCall, content: str = "") -> list[Item]:
 class ScriptedClient:
     """Replays one reply per ``stream_chat``; the last one repeats."""
 
+    kind = "Ollama"
+
     def __init__(self, replies: Sequence[Reply]) -> None:
         self.replies = list(replies)
         self.requests: list[ChatRequest] = []
@@ -71,6 +73,9 @@ class ScriptedClient:
             yield self._chunks(reply)
         finally:
             self.open_streams -= 1
+
+    async def context_length(self, model: str) -> int | None:
+        return None
 
     async def _chunks(self, reply: Sequence[Item]) -> AsyncIterator[ChatChunk]:
         for item in reply:

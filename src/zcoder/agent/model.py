@@ -1,7 +1,8 @@
 """The model-client interface the turn loop talks to.
 
-Ollama is one implementation (``agent/ollama.py``); an OpenAI-compatible backend can be
-added beside it without touching the loop.
+Ollama's native API is one implementation (``agent/ollama.py``), the OpenAI-compatible
+API that llama.cpp, LM Studio, vLLM and Ollama's ``/v1`` serve the other
+(``agent/openai.py``); the loop sees only this interface.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class ChatRequest:
     think: bool = True
     num_ctx: int | None = None
     num_predict: int | None = None
+    temperature: float | None = None
 
 
 @attrs.frozen
@@ -65,10 +67,18 @@ class ModelClient(Protocol):
     subclasses; a stream that ends without a ``done`` chunk raises ``IncompleteStream``.
     """
 
+    kind: str  # the server kind in use, for messages: "Ollama", "llama.cpp", "LM Studio",
+    # "vLLM" or "OpenAI-compatible server"
+
     def stream_chat(
         self, request: ChatRequest
     ) -> AbstractAsyncContextManager[AsyncIterator[ChatChunk]]: ...
 
     async def list_models(self) -> list[ModelInfo]: ...
+
+    async def context_length(self, model: str) -> int | None:
+        """The server's real context window for ``model``; ``None`` when it does not say.
+        Raises ``ModelError`` subclasses only for transport failures."""
+        ...
 
     async def aclose(self) -> None: ...

@@ -38,6 +38,9 @@ def isolated_env(
     monkeypatch.setenv("ZCODER_RELAY_DIR", str(runtime / "agents"))
     for var in (
         "OLLAMA_HOST",
+        "ZCODER_HOST",
+        "ZCODER_API",
+        "ZCODER_API_KEY",
         "ZCODER_MODEL",
         "ZCODER_PROFILE",
         "ZCODER_COMMAND_POLICY",

@@ -86,7 +86,9 @@ class Controller:
         self.send.send_nowait(ExitRequest(reason))
 
     def submit(self, text: str) -> None:
-        if self.status.state in ("stopped", "error"):
+        # A failure ("error", "offline") stays shown until a request succeeds: a slash
+        # command or a new prompt is no sign that the model server works again.
+        if self.status.state == "stopped":
             self.status.set_state("ready")
         parsed = parse(text)
         if parsed is not None:
@@ -232,6 +234,10 @@ class Controller:
             self.status.warmup = "warm-up failed" if problem else "warm"
             if problem:
                 self.view.notice(f"warm-up failed: {problem}", "error")
+                if not self.status.busy:
+                    self.status.set_state("offline", problem)
+            elif self.status.state in ("offline", "error"):
+                self.status.set_state("ready")  # the server answered: it works again
             self.terminal.invalidate()
         if self._warm_scope is scope:
             self._warm_scope = None

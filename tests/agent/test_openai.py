@@ -358,8 +358,11 @@ async def test_list_models_identify_and_context_length() -> None:
             assert await client.context_length(MODEL) is None  # a kind that does not say
             await client.identify()
             assert client.kind == "llama.cpp"
-            assert await client.context_length(MODEL) == 8192  # from /props
+            assert await client.context_length(MODEL) == 8192  # from /v1/models meta.n_ctx
     assert listed == [ModelInfo(m) for m in models]
+    with FakeOpenAI({"context_length": 4096}, model_meta=False) as fake:
+        async with OpenAIClient(v1(fake), kind="llama.cpp") as client:
+            assert await client.context_length(MODEL) == 4096  # from /props
     with FakeOpenAI({"context_length": 32768}, owned_by="vllm") as fake:
         async with OpenAIClient(v1(fake)) as client:
             await client.identify()

@@ -87,6 +87,9 @@ class FakeOpenAIHandler(FakeOllamaHandler):
                 {"id": m, "object": "model", "created": _CREATED, "owned_by": fake.owned_by}
                 for m in script["models"]
             ]
+            if fake.owned_by == "llamacpp" and fake.model_meta:
+                for entry in entries:
+                    entry["meta"] = {"n_ctx": script["context_length"], "n_ctx_train": 8192}
             if fake.owned_by == "vllm":
                 for entry in entries:
                     entry["max_model_len"] = script["context_length"]

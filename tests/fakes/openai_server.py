@@ -17,8 +17,9 @@ same: ``stall_after``, ``malformed_after`` (a ``data:`` line that is not JSON),
 ``error_as_data``), ``no_done`` (the body ends before any finish reason),
 ``close_before_response`` and ``status`` (an error body in ``error_shape``).
 
-Keyword options: ``owned_by`` (``/v1/models``; ``"llamacpp"`` also serves ``/props`` with
-the script's ``context_length`` as ``n_ctx``), ``check_model`` (a chat naming a model not
+Keyword options: ``owned_by`` (``/v1/models``; ``"llamacpp"`` also gives the script's
+``context_length`` as each model's ``meta.n_ctx``, unless ``model_meta`` is false, and as
+``/props`` ``default_generation_settings.n_ctx``), ``check_model`` (a chat naming a model not
 in the script gets vLLM's 404; llama.cpp ignores the name), ``error_shape``
 (``"openai"``: ``{"error": {"message"}}``; ``"vllm"``: ``{"message"}``).
 """
@@ -50,12 +51,14 @@ class FakeOpenAI(FakeOllama):
         check_model: bool = False,
         error_shape: ErrorShape = "openai",
         error_as_data: bool = False,
+        model_meta: bool = True,
     ) -> None:
         super().__init__(script, port=port)
         self.owned_by = owned_by
         self.check_model = check_model
         self.error_shape = error_shape
         self.error_as_data = error_as_data
+        self.model_meta = model_meta
         self.authorizations: list[str | None] = []
         self.paths: list[str] = []
 

@@ -138,7 +138,8 @@ class OpenAIClient:
     async def context_length(self, model: str) -> int | None:
         """The context window the server runs ``model`` with, where it says so.
 
-        llama.cpp: ``GET /props`` ``default_generation_settings.n_ctx`` (or ``n_ctx``);
+        llama.cpp: ``meta.n_ctx`` in ``/v1/models``, else ``GET /props``
+        ``default_generation_settings.n_ctx`` (or ``n_ctx``; ``/props`` may be off);
         vLLM: ``max_model_len`` in ``/v1/models``; LM Studio: ``loaded_context_length`` of
         ``/api/v0/models/NAME``; Ollama: the ``context_length`` ``/api/ps`` reports for
         the loaded model (through ``/v1`` it runs with its default, not the model's
@@ -146,6 +147,9 @@ class OpenAIClient:
         """
         try:
             if self.kind == "llama.cpp":
+                for entry in model_entries(await self._json("GET", "/models")):
+                    if n_ctx := _positive_int((entry.get("meta") or {}).get("n_ctx")):
+                        return n_ctx  # one model per server: whatever name was asked
                 props = await self._json("GET", f"{self.root_url}/props")
                 settings = props.get("default_generation_settings") or {}
                 return _positive_int(settings.get("n_ctx")) or _positive_int(props.get("n_ctx"))

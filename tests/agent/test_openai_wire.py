@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from zcoder.agent.model import ChatChunk
-from zcoder.agent.openai_wire import ReplyAssembler, SSEEvents
+from zcoder.agent.openai_sse import SSEEvents
+from zcoder.agent.openai_wire import ReplyAssembler
 from zcoder.conversation import ToolCall
 from zcoder.errors import MalformedStream, StreamErrorLine
 

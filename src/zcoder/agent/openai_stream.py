@@ -13,7 +13,8 @@ import httpx
 
 from zcoder.agent.model import ChatChunk
 from zcoder.agent.ollama_stream import ChunkStream
-from zcoder.agent.openai_wire import ReplyAssembler, SSEEvents
+from zcoder.agent.openai_sse import SSEEvents
+from zcoder.agent.openai_wire import ReplyAssembler
 from zcoder.errors import IncompleteStream
 
 __all__ = ["EventChunkStream"]

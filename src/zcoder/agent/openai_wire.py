@@ -1,5 +1,5 @@
-"""The OpenAI-compatible chat API's shapes, with no I/O: request bodies out; server-sent
-events in, assembled into ``ChatChunk`` values.
+"""The OpenAI-compatible chat API's shapes, with no I/O: request bodies out; the data of
+server-sent events (``agent/openai_sse.py``) in, assembled into ``ChatChunk`` values.
 
 The pure half of the OpenAI client (``agent/openai.py`` is the HTTP half). The server
 streams ``chat.completion.chunk`` objects as SSE ``data:`` events and ends with
@@ -24,7 +24,6 @@ from zcoder.errors import MalformedStream, StreamErrorLine
 
 __all__ = [
     "ReplyAssembler",
-    "SSEEvents",
     "decode_models",
     "encode_chat_request",
     "encode_messages",
@@ -33,8 +32,6 @@ __all__ = [
 
 _PREVIEW = 120
 _DONE = "[DONE]"
-# An event is one chunk; 16 MiB of data lines without a blank line is not an event.
-_MAX_EVENT_CHARS = 16 * 1024 * 1024
 
 
 def _preview(text: str) -> str:
@@ -96,54 +93,15 @@ def encode_chat_request(request: ChatRequest) -> dict[str, Any]:
     return body
 
 
-class SSEEvents:
-    """Server-sent events from lines: the ``data`` of each event, as text.
-
-    Comments (``:`` lines, keep-alives) and other fields are skipped. llama.cpp reports a
-    failure inside a stream as an ``error:`` line, which is not an SSE field: it is raised
-    as ``StreamErrorLine`` here, like a ``data`` object holding ``error``.
-    """
-
-    def __init__(self) -> None:
-        self._data: list[str] = []
-        self._size = 0
-
-    def line(self, raw: bytes) -> list[str]:
-        """Feed one line (without its newline); the events it completed."""
-        try:
-            text = raw.decode("utf-8").removesuffix("\r")
-        except UnicodeDecodeError:
-            raise MalformedStream("the model server sent an event that is not UTF-8") from None
-        if not text:
-            return self.end()
-        field, _, value = text.partition(":")
-        value = value.removeprefix(" ")
-        if field == "data":
-            self._data.append(value)
-            self._size += len(value)
-            if self._size > _MAX_EVENT_CHARS:
-                raise MalformedStream(f"the model server sent an event over {_MAX_EVENT_CHARS}")
-        elif field == "error":
-            raise StreamErrorLine(f"the model server failed mid-reply: {_error_of(value)}")
-        return []
-
-    def end(self) -> list[str]:
-        """At a blank line or the end of the body: the pending event, if any."""
-        if not self._data:
-            return []
-        data, self._data, self._size = "\n".join(self._data), [], 0
-        return [data]
-
-
-def _error_of(text: str) -> str:
-    return error_text(text.encode())
-
-
 @attrs.define
 class _PartialCall:
     id: str = ""
     name: str = ""
     arguments: list[str] = attrs.Factory(list)
+
+
+def _error_of(text: str) -> str:
+    return error_text(text.encode())
 
 
 def _text(obj: Mapping[str, Any], key: str) -> str:

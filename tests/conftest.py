@@ -38,6 +38,9 @@ def isolated_env(
     monkeypatch.setenv("ZCODER_RELAY_DIR", str(runtime / "agents"))
     for var in (
         "OLLAMA_HOST",
+        "ZCODER_HOST",
+        "ZCODER_API",
+        "ZCODER_API_KEY",
         "ZCODER_MODEL",
         "ZCODER_PROFILE",
         "ZCODER_COMMAND_POLICY",
@@ -46,6 +49,10 @@ def isolated_env(
         "NO_COLOR",
     ):
         monkeypatch.delenv(var, raising=False)
+    # Every other setting of ours, present or future, is the user's, never a test's.
+    for var in [v for v in os.environ if v.startswith("ZCODER_") and v != "ZCODER_HOME"]:
+        if var not in ("ZCODER_RELAY_DIR",):
+            monkeypatch.delenv(var, raising=False)
     try:
         yield root
     finally:

@@ -5,7 +5,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-from zcoder.config import RawOptions, load_config, normalize_host
+from zcoder.config import Config, RawOptions, load_config, normalize_host
 from zcoder.errors import ConfigError
 
 
@@ -188,3 +188,63 @@ def test_a_bad_model_bound_names_its_source(
     with pytest.raises(ConfigError) as info:
         load_config(attrs.evolve(opts, workspace="."), env)
     assert str(info.value).startswith(f"{option}: ")
+
+
+# -- the model server: API, host, key (issue 10) ----------------------------------------
+
+
+def _load(tmp_path: Path, env: dict[str, str] | None = None, **opts: str) -> Config:
+    return load_config(RawOptions(workspace=str(tmp_path), **opts), env or {})  # type: ignore[arg-type]
+
+
+def test_no_host_configured_means_auto_detection(tmp_path: Path) -> None:
+    c = _load(tmp_path)
+    assert (c.autodetect, c.api, c.api_given, c.model_default) == (True, "ollama", False, True)
+    for env in ({"OLLAMA_HOST": "h:1"}, {"ZCODER_HOST": "h:1"}):
+        assert not _load(tmp_path, env).autodetect
+    assert not _load(tmp_path, host="h:1").autodetect
+    assert not _load(tmp_path, {"ZCODER_MODEL": "m"}).model_default
+
+
+def test_zcoder_host_wins_over_ollama_host_and_the_flag_over_both(tmp_path: Path) -> None:
+    env = {"OLLAMA_HOST": "o:1", "ZCODER_HOST": "z:2"}
+    assert _load(tmp_path, env).host == "http://z:2"
+    assert _load(tmp_path, env, host="f:3").host == "http://f:3"
+    with pytest.raises(ConfigError, match=r"^ZCODER_HOST: "):
+        _load(tmp_path, {"ZCODER_HOST": "ftp://x"})
+
+
+@pytest.mark.parametrize(
+    ("host", "api", "expected"),
+    [
+        ("http://127.0.0.1:8080/v1", None, ("openai", "http://127.0.0.1:8080/v1")),
+        ("127.0.0.1:8080", "openai", ("openai", "http://127.0.0.1:8080/v1")),
+        ("http://127.0.0.1:11434/v1/", None, ("openai", "http://127.0.0.1:11434/v1")),
+        ("127.0.0.1:11434", None, ("ollama", "http://127.0.0.1:11434")),
+        ("http://proxy/v1", "ollama", ("ollama", "http://proxy/v1")),
+    ],
+)
+def test_the_api_is_given_or_inferred_from_a_host_ending_in_v1(
+    tmp_path: Path, host: str, api: str | None, expected: tuple[str, str]
+) -> None:
+    c = _load(tmp_path, host=host, api=api) if api else _load(tmp_path, host=host)
+    assert (c.api, c.host) == expected
+    assert c.api_given == (api is not None)
+
+
+def test_zcoder_api_from_the_environment_and_a_bad_value(tmp_path: Path) -> None:
+    assert _load(tmp_path, {"ZCODER_API": "openai"}, host="h:1").host == "http://h:1/v1"
+    with pytest.raises(ConfigError, match=r"^ZCODER_API: 'grpc' is not one of ollama, openai"):
+        _load(tmp_path, {"ZCODER_API": "grpc"})
+    with pytest.raises(ConfigError, match=r"^--api: "):
+        _load(tmp_path, api="OpenAI")
+
+
+def test_the_api_key_is_read_but_never_shown(tmp_path: Path) -> None:
+    c = _load(tmp_path, {"ZCODER_API_KEY": " sk-123 "})
+    assert c.api_key == "sk-123"
+    assert "sk-123" not in repr(c)
+    assert _load(tmp_path, {"ZCODER_API_KEY": ""}).api_key is None
+    with pytest.raises(ConfigError) as info:
+        _load(tmp_path, {"ZCODER_API_KEY": "sk-1\nInjected: yes"})
+    assert str(info.value) == "ZCODER_API_KEY: contains spaces or control characters"

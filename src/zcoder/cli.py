@@ -25,12 +25,18 @@ _EPILOG = """\
 commands:
   zcoder agents [--json]   list the other live zcoder instances of this user on this machine
 
+model server:
+  With no --host (nor ZCODER_HOST, OLLAMA_HOST) zcoder looks on 127.0.0.1 for Ollama
+  (11434), llama.cpp (8080), LM Studio (1234) and vLLM (8000), and uses the first found.
+  A host ending in /v1 means the OpenAI-compatible API (or say --api openai).
+
 environment:
-  ZCODER_MODEL, OLLAMA_HOST, ZCODER_WORKSPACE, ZCODER_PROFILE, ZCODER_COMMAND_POLICY
-  (ask|allow|deny), ZCODER_HOME, ZCODER_WARMUP (on|off), ZCODER_RELAY (on|off|paused),
-  ZCODER_RELAY_DIR, ZCODER_RELAY_MAX_BYTES, ZCODER_RELAY_MAX_MESSAGE_CHARS,
-  ZCODER_RELAY_MAX_QUEUE, ZCODER_RELAY_IO_TIMEOUT, ZCODER_TEMPERATURE,
-  ZCODER_MAX_OUTPUT_TOKENS, ZCODER_FIRST_TOKEN_TIMEOUT (s, default 300),
+  ZCODER_MODEL, ZCODER_HOST, OLLAMA_HOST, ZCODER_API (ollama|openai), ZCODER_API_KEY
+  (sent as a bearer token to an OpenAI-compatible server), ZCODER_WORKSPACE, ZCODER_PROFILE,
+  ZCODER_COMMAND_POLICY (ask|allow|deny), ZCODER_HOME, ZCODER_WARMUP (on|off),
+  ZCODER_RELAY (on|off|paused), ZCODER_RELAY_DIR, ZCODER_RELAY_MAX_BYTES,
+  ZCODER_RELAY_MAX_MESSAGE_CHARS, ZCODER_RELAY_MAX_QUEUE, ZCODER_RELAY_IO_TIMEOUT,
+  ZCODER_TEMPERATURE, ZCODER_MAX_OUTPUT_TOKENS, ZCODER_FIRST_TOKEN_TIMEOUT (s, default 300),
   ZCODER_STALL_TIMEOUT (s, default 60), ZCODER_TEXT_TOOL_CALLS (on|off).
   Flags override the environment.
 """
@@ -54,13 +60,24 @@ def _positive_int(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="zcoder",
-        description="A terminal coding agent for local models (Ollama).",
+        description=(
+            "A terminal coding agent for local models (Ollama, llama.cpp, LM Studio, vLLM)."
+        ),
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     a = p.add_argument
     a("-m", "--model", help=f"model name (ZCODER_MODEL, default {DEFAULT_MODEL})")
-    a("--host", help=f"Ollama URL or host:port (OLLAMA_HOST, default {DEFAULT_HOST})")
+    a(
+        "--host",
+        help="model server URL or host:port (ZCODER_HOST, OLLAMA_HOST; default: look for "
+        f"one, else {DEFAULT_HOST})",
+    )
+    a(
+        "--api",
+        choices=("ollama", "openai"),
+        help="the server's API (ZCODER_API; default: openai for a host ending in /v1)",
+    )
     a("-w", "--workspace", help="workspace directory (ZCODER_WORKSPACE, default: cwd)")
     a("--profile", help="coding or sysadmin (ZCODER_PROFILE, default coding)")
     a("--yes", action="store_true", help="run commands without asking (refused with sysadmin)")
@@ -112,6 +129,7 @@ def _raw_options(ns: argparse.Namespace) -> RawOptions:
         temperature=ns.temperature,
         max_output_tokens=ns.max_output_tokens,
         no_text_tool_calls=ns.no_text_tool_calls,
+        api=ns.api,
     )
 
 

@@ -21,8 +21,10 @@ from zcoder.defaults import DEFAULT_HOST, DEFAULT_MODEL
 from zcoder.errors import ConfigError
 
 __all__ = [
+    "APIS",
     "DEFAULT_HOST",
     "DEFAULT_MODEL",
+    "Api",
     "CommandPolicy",
     "Config",
     "Profile",
@@ -45,6 +47,8 @@ RELAY_MODES: tuple[RelayMode, ...] = ("on", "off", "paused")
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
 DEFAULT_FIRST_TOKEN_TIMEOUT = 300.0
 DEFAULT_STALL_TIMEOUT = 60.0
+Api = Literal["ollama", "openai"]
+APIS: tuple[Api, ...] = ("ollama", "openai")
 _HOST_RE = re.compile(
     r"^(?:(https?)://)?([A-Za-z0-9._-]*|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?(/[^\s?#]*)?$"
 )
@@ -82,6 +86,7 @@ class RawOptions:
     temperature: str | None = None
     max_output_tokens: str | None = None
     no_text_tool_calls: bool = False
+    api: str | None = None
 
 
 @attrs.frozen
@@ -112,6 +117,20 @@ class Config:
     first_token_timeout: float = DEFAULT_FIRST_TOKEN_TIMEOUT
     stall_timeout: float = DEFAULT_STALL_TIMEOUT
     text_tool_calls: bool = True
+    # The API the server speaks: given (``--api``, ``ZCODER_API``), or inferred from a
+    # host ending in ``/v1``; an ``openai`` host always ends in ``/v1``.
+    api: Api = "ollama"
+    api_given: bool = False
+    # Sent as a bearer token to an OpenAI-compatible server; never shown (not in repr).
+    api_key: str | None = attrs.field(default=None, repr=False)
+    # No host configured (no --host, ZCODER_HOST or OLLAMA_HOST): ``host`` is a placeholder
+    # until auto-detection (agent/detect.py) picks the server and ``host`` is set.
+    autodetect: bool = False
+    # The server kind for messages ("Ollama", "llama.cpp", ...), once known; "" before.
+    server_kind: str = ""
+    # The model is zcoder's default (neither -m nor ZCODER_MODEL): an OpenAI-compatible
+    # server's own model may replace it.
+    model_default: bool = False
 
 
 def normalize_host(value: str) -> str:
@@ -232,6 +251,41 @@ def _host(given: _Given) -> str:
         raise ConfigError(name, str(exc).removeprefix("--host: ")) from None
 
 
+def _host_setting(opts: RawOptions, env: Mapping[str, str]) -> _Given:
+    if opts.host:
+        return opts.host, "--host"
+    for var in ("ZCODER_HOST", "OLLAMA_HOST"):
+        if env.get(var):
+            return env[var], var
+    return None, "--host"
+
+
+def _api(opts: RawOptions, env: Mapping[str, str], host: str) -> tuple[Api, bool, str]:
+    """The API, whether it was given, and the host as that API uses it.
+
+    A host whose path ends in ``/v1`` means the OpenAI-compatible API unless ``--api``
+    says otherwise; an OpenAI host gets ``/v1`` added when it has no such path.
+    """
+    raw, name = _setting(opts.api, "--api", env, "ZCODER_API")
+    if raw is None:
+        api: Api = "openai" if host.endswith("/v1") else "ollama"
+    else:
+        api = cast(Api, _choice(name, raw, APIS))
+    if api == "openai" and not host.endswith("/v1"):
+        host += "/v1"
+    return api, raw is not None, host
+
+
+def _api_key(env: Mapping[str, str]) -> str | None:
+    key = env.get("ZCODER_API_KEY", "").strip()
+    if not key:
+        return None
+    if any(c.isspace() or not c.isprintable() for c in key):
+        # The value itself is never repeated: it is a secret.
+        raise ConfigError("ZCODER_API_KEY", "contains spaces or control characters")
+    return key
+
+
 def _relay(env: Mapping[str, str]) -> tuple[RelaySettings, str]:
     try:
         return relay_settings_from_env(env), ""
@@ -288,7 +342,8 @@ def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
     model = _model(_setting(opts.model, "--model", env, "ZCODER_MODEL"))
     _check_flags(opts)
     warmup_env = _choice("ZCODER_WARMUP", env.get("ZCODER_WARMUP", "on"), ("on", "off"))
-    host = _host(_setting(opts.host, "--host", env, "OLLAMA_HOST"))
+    raw_host, host_name = _host_setting(opts, env)
+    api, api_given, host = _api(opts, env, _host((raw_host, host_name)))
     raw_ws, ws_name = _setting(opts.workspace, "--workspace", env, "ZCODER_WORKSPACE")
     relay, relay_problem = _relay(env)
     return Config(
@@ -308,4 +363,9 @@ def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
         relay_problem=relay_problem,
         model_flag=bool(opts.model),
         **_model_bounds(opts, env),
+        api=api,
+        api_given=api_given,
+        api_key=_api_key(env),
+        autodetect=raw_host is None,
+        model_default=not (opts.model or env.get("ZCODER_MODEL")),
     )

@@ -64,24 +64,48 @@ class ConfigError(ZcoderError):
 
 
 class ModelError(ZcoderError):
-    """Talking to the model server failed."""
+    """Talking to the model server failed.
+
+    ``kind`` names the server the client that raised it speaks to ("Ollama", "llama.cpp",
+    ...; empty when unknown), so that the one-line description names the right fix.
+    """
+
+    kind: str = ""
 
 
 class ServerUnavailable(ModelError):
     """The server could not be reached; ``reason`` is the low-level cause, if known."""
 
-    def __init__(self, message: str, *, reason: str = "") -> None:
+    def __init__(self, message: str, *, reason: str = "", kind: str = "") -> None:
         super().__init__(message)
         self.reason = reason
+        self.kind = kind
 
 
 class ModelHTTPError(ModelError):
-    """The server answered with an HTTP error status."""
+    """The server answered with an HTTP error status.
 
-    def __init__(self, status: int, message: str) -> None:
+    ``server_message`` is the server's own text (with a hint the client added);
+    ``model_missing`` is set when the server said the requested model does not exist, and
+    ``speaks_openai`` when a 404 came from a server that serves the OpenAI-compatible API
+    instead of the one asked for.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        kind: str = "",
+        model_missing: bool = False,
+        speaks_openai: bool = False,
+    ) -> None:
         super().__init__(f"HTTP {status}: {message}")
         self.status = status
         self.server_message = message
+        self.kind = kind
+        self.model_missing = model_missing
+        self.speaks_openai = speaks_openai
 
 
 class StreamStalled(ModelError):

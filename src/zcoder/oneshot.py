@@ -2,9 +2,10 @@
 
 The answer streams to stdout; tool activity, thinking, notices and errors go to stderr;
 approvals are asked on ``/dev/tty`` (denied when there is none). Exit status: 0 when the
-model answered or finished with ``complete``; 1 for a model or transport error, a session
-that cannot be opened, and for a turn that ended ``blocked``, at its step limit or stopped
-by loop detection (the task was not done); 130 on Ctrl-C (SIGINT) and 143 on SIGTERM, after
+model answered or finished with ``complete``; 1 for a model or transport error, no model
+server found (no host configured, none detected), a session that cannot be opened, and for
+a turn that ended ``blocked``, at its step limit or stopped by loop detection (the task was
+not done); 130 on Ctrl-C (SIGINT) and 143 on SIGTERM, after
 the history is made consistent and saved.
 """
 
@@ -19,8 +20,7 @@ from pathlib import Path
 import trio
 
 from zcoder.agent.agent import Agent, TurnOutcome, TurnRequest
-from zcoder.agent.model import StallLimits
-from zcoder.agent.ollama import OllamaClient
+from zcoder.agent.connect import choose_server, make_client
 from zcoder.config import Config
 from zcoder.errors import SessionError
 from zcoder.logfile import install_log
@@ -80,6 +80,13 @@ def _open_session(config: Config, store: SessionStore) -> Session | None:
 
 
 async def _main(config: Config) -> int:
+    choice = await choose_server(config)
+    if not choice.found:  # before any session exists: nothing is left behind
+        sys.stderr.write(f"zcoder: {choice.line}\n")
+        return 1
+    if config.autodetect:
+        sys.stderr.write(f"zcoder: {choice.line}\n")
+    config = choice.config
     store = SessionStore(config.home, config.workspace, config.profile)
     session = _open_session(config, store)
     if session is None:
@@ -103,7 +110,7 @@ async def _run(config: Config, store: SessionStore, session: Session) -> int:
     assert config.prompt is not None
     sink = StreamSink(sys.stdout, sys.stderr)
     caught: list[int] = []
-    async with OllamaClient(config.host, stall=StallLimits.of(config)) as client:
+    async with make_client(config) as client:
         agent = Agent(
             config=config,
             client=client,

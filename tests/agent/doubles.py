@@ -55,7 +55,7 @@ class ScriptedClient:
     """Replays one reply per ``stream_chat``; the last one repeats. ``context`` is what
     ``context_length`` reports (a ``ModelError`` instance: raised); ``asked`` counts asks."""
 
-    kind = "Fake server"
+    kind = "Ollama"
 
     def __init__(self, replies: Sequence[Reply], context: int | Exception | None = None) -> None:
         self.replies = list(replies)

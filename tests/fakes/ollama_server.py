@@ -68,7 +68,7 @@ import socket
 import sys
 import threading
 from collections.abc import Mapping
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -93,7 +93,7 @@ class _Server(ThreadingHTTPServer):
 
     def __init__(self, fake: FakeOllama, port: int) -> None:
         self.fake = fake
-        super().__init__(("127.0.0.1", port), FakeOllamaHandler)
+        super().__init__(("127.0.0.1", port), fake.handler_class)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that hangs up mid-answer is the normal case under test, not a failure.
@@ -103,6 +103,9 @@ class _Server(ThreadingHTTPServer):
 
 class FakeOllama:
     """A scripted Ollama on 127.0.0.1; ``start()``/``stop()`` or a ``with`` block."""
+
+    # The fake OpenAI-compatible server (tests/fakes/openai_server.py) swaps the protocol.
+    handler_class: type[BaseHTTPRequestHandler] = FakeOllamaHandler
 
     def __init__(self, script: Mapping[str, Any] | None = None, *, port: int = 0) -> None:
         self._script = validate_script({} if script is None else _plain(script))

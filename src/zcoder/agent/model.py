@@ -1,7 +1,8 @@
 """The model-client interface the turn loop talks to.
 
-Ollama is one implementation (``agent/ollama.py``); an OpenAI-compatible backend can be
-added beside it without touching the loop.
+Ollama's native API is one implementation (``agent/ollama.py``), the OpenAI-compatible
+API that llama.cpp, LM Studio, vLLM and Ollama's ``/v1`` serve the other
+(``agent/openai.py``); the loop sees only this interface.
 """
 
 from __future__ import annotations

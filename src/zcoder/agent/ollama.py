@@ -56,6 +56,7 @@ _RETRYABLE = (
 _RETRY_PAUSE = 0.25
 _MAX_BODY = 1024 * 1024
 _MAX_ERROR_BODY = 64 * 1024
+_PROBE_SECONDS = 2.0
 
 
 class OllamaClient:
@@ -165,7 +166,16 @@ class OllamaClient:
         if response.status_code < 400:
             return response
         raw = await self._read_all(response, _MAX_ERROR_BODY)
-        raise ModelHTTPError(response.status_code, self._http_error(response, raw, model))
+        text = error_text(raw)
+        missing = response.status_code == 404 and bool(model) and "model" in text.lower()
+        openai = response.status_code == 404 and not missing and await self._speaks_openai()
+        raise ModelHTTPError(
+            response.status_code,
+            self._http_error(response.status_code, text, model, missing, openai),
+            kind=self.kind,
+            model_missing=missing,
+            speaks_openai=openai,
+        )
 
     async def _send_with_retry(
         self, request: httpx.Request, by: float, first: bool
@@ -201,6 +211,7 @@ class OllamaClient:
         return ServerUnavailable(
             f"cannot reach Ollama at {self.base_url} ({reason}); is `ollama serve` running?",
             reason=reason,
+            kind=self.kind,
         )
 
     async def _read_all(self, response: httpx.Response, limit: int) -> bytes:
@@ -216,10 +227,25 @@ class OllamaClient:
             await close_response(response, reader)
         return b"".join(parts)[:limit]
 
-    def _http_error(self, response: httpx.Response, raw: bytes, model: str) -> str:
-        text = error_text(raw)
-        if response.status_code == 404 and model and "model" in text.lower():
+    async def _speaks_openai(self) -> bool:
+        """After a 404 on Ollama's paths: does this server answer ``GET /v1/models``?"""
+        try:
+            with trio.move_on_after(_PROBE_SECONDS):
+                response = await self._http.get("/v1/models")
+                answered = response.status_code == 200 and "data" in response.json()
+                return answered and isinstance(response.json()["data"], list)
+        except (httpx.HTTPError, ValueError, TypeError):
+            pass
+        return False
+
+    def _http_error(self, status: int, text: str, model: str, missing: bool, openai: bool) -> str:
+        if missing:
             return f"{text}; run `ollama pull {model}` to download it"
-        if response.status_code == 404:
+        if openai:
+            return (
+                f"{text}: {self.base_url} speaks the OpenAI-compatible API, not Ollama's; "
+                "use --api openai or a host ending in /v1"
+            )
+        if status == 404:
             return f"{text}; is {self.base_url} an Ollama server?"
         return text

@@ -250,13 +250,23 @@ def decode_show(body: Any, name: str) -> ShowInfo:
 
 
 def error_text(body: bytes) -> str:
-    """The ``error`` of a JSON error body, else the body text itself (shortened)."""
+    """The message of a JSON error body, else the body text itself (shortened).
+
+    Servers differ: Ollama sends ``{"error": "..."}``; llama.cpp, LM Studio and OpenAI
+    ``{"error": {"message": "..."}}``; vLLM ``{"message": "..."}``. The text is shown, never
+    the object.
+    """
     try:
         obj = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError):
         obj = None
-    if isinstance(obj, dict) and obj.get("error"):
-        return str(obj["error"])
+    if isinstance(obj, dict):
+        inner = obj.get("error")
+        if isinstance(inner, dict):
+            inner = inner.get("message") or inner.get("error")
+        text = inner or obj.get("message") or obj.get("detail")
+        if isinstance(text, str) and text.strip():
+            return text.strip()
     return _preview(body) or "(empty answer)"
 
 

@@ -13,6 +13,7 @@ import attrs
 
 from zcoder.agent.approvals import SEND, Approvals, Refusal, refusal
 from zcoder.agent.model import ModelClient
+from zcoder.agent.servers import missing_model_fix, start_fix
 from zcoder.agent.turns import RelaySender, TurnOutcome
 from zcoder.agent.window import DEFAULT_NUM_CTX, Calibration, Window
 from zcoder.approval import Approver
@@ -75,22 +76,36 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 
 def describe_model_error(exc: ModelError, host: str, model: str) -> str:
-    """One line for the transcript that says what failed and what to do about it."""
+    """One line for the transcript that says what failed and what to do about it, naming
+    the server kind the client speaks to (``exc.kind``) and that kind's own fix."""
+    kind = exc.kind or "Ollama"
     if isinstance(exc, ServerUnavailable):
         # The cause tells "nothing listens" from "something else answered on that port".
         why = f" ({_one_line(exc.reason, 120)})" if exc.reason else ""
-        return f"Ollama is not reachable at {host}{why}: is `ollama serve` running? (or use --host)"
+        return f"{kind} is not reachable at {host}{why}: {start_fix(kind)} (or use --host)"
     if isinstance(exc, ModelHTTPError):
-        if exc.status == 404 and "not found" in exc.server_message:
-            return f"model '{model}' not found: run `ollama pull {model}`"
-        return _one_line(f"Ollama error (HTTP {exc.status}): {exc.server_message}")
+        return _describe_http(exc, kind, host, model)
     prefix = {
         StreamStalled: "the model stopped sending (stalled stream)",
-        MalformedStream: "Ollama sent an invalid reply",
-        StreamErrorLine: "Ollama reported an error",
-        IncompleteStream: "the reply from Ollama ended early",
+        MalformedStream: f"{kind} sent an invalid reply",
+        StreamErrorLine: f"{kind} reported an error",
+        IncompleteStream: f"the reply from {kind} ended early",
     }.get(type(exc), "the model request failed")
     return _one_line(f"{prefix}: {exc}")
+
+
+def _describe_http(exc: ModelHTTPError, kind: str, host: str, model: str) -> str:
+    text = exc.server_message.lower()
+    if exc.model_missing or (exc.status == 404 and "model" in text and "not found" in text):
+        if kind == "Ollama":
+            return f"model '{model}' not found: run `ollama pull {model}`"
+        return _one_line(f"model '{model}' not found on {kind}: {missing_model_fix(kind, model)}")
+    if exc.speaks_openai:
+        return (
+            f"{host} is not an Ollama server: it speaks the OpenAI-compatible API; "
+            "use --api openai or a host ending in /v1"
+        )
+    return _one_line(f"{kind} error (HTTP {exc.status}): {exc.server_message}")
 
 
 def _restrict_send(spec: dict[str, Any], sender_id: str) -> dict[str, Any]:

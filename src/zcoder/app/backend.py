@@ -14,8 +14,9 @@ import attrs
 import trio
 
 from zcoder.agent.agent import Agent, RelaySender, TurnRequest
-from zcoder.agent.ollama import OllamaClient
+from zcoder.agent.model import ModelClient
 from zcoder.agent.rounds import describe_model_error
+from zcoder.agent.servers import missing_model_fix
 from zcoder.app.relay import RelayLink, SendLabels
 from zcoder.app.relay_unrun import sender_label
 from zcoder.approval import Approver
@@ -80,7 +81,7 @@ class AgentBackend:
         config: Config,
         store: SessionStore,
         session: Session,
-        client: OllamaClient,
+        client: ModelClient,
         runtime_dir: Path | None = None,
     ) -> None:
         self._config = config
@@ -161,12 +162,19 @@ class AgentBackend:
             self.models = await self.list_models()
         except ZcoderError as exc:
             return str(exc)
-        if _installed(self.model, self.models):
+        kind = self._client.kind
+        # llama.cpp answers with the model it was started with, whatever name is asked.
+        if _installed(self.model, self.models) or kind == "llama.cpp":
             self._model_down = False
             return ""
+        if kind == "Ollama":
+            return (
+                f"model '{self.model}' is not installed on {self._config.host}: run "
+                f"`ollama pull {self.model}`, or pick one with /model"
+            )
         return (
-            f"model '{self.model}' is not installed on {self._config.host}: run "
-            f"`ollama pull {self.model}`, or pick one with /model"
+            f"model '{self.model}' is not served by {kind} at {self._config.host}: "
+            f"{missing_model_fix(kind, self.model)}"
         )
 
     async def warmup(self) -> str:
@@ -182,7 +190,9 @@ class AgentBackend:
             with trio.fail_after(_CHECK_SECONDS):
                 models = [m.name for m in await self._client.list_models()]
         except trio.TooSlowError:
-            raise ZcoderError(f"Ollama at {self._config.host} did not answer in time") from None
+            raise ZcoderError(
+                f"{self._client.kind} at {self._config.host} did not answer in time"
+            ) from None
         except ModelError as exc:
             raise ZcoderError(self._describe(exc)) from None
         self.models = sorted(models)

@@ -24,8 +24,7 @@ import outcome
 import trio
 
 from zcoder import __version__
-from zcoder.agent.model import StallLimits
-from zcoder.agent.ollama import OllamaClient
+from zcoder.agent.connect import ServerChoice, choose_server, describe, make_client
 from zcoder.app.backend import AgentBackend
 from zcoder.commands import complete
 from zcoder.config import Config
@@ -184,16 +183,22 @@ async def _trio_main(
     config: Config, store: SessionStore, session: Session, state: _Exit, runtime_dir: Path
 ) -> None:
     token = trio.lowlevel.current_trio_token()
-    async with OllamaClient(config.host, stall=StallLimits.of(config)) as client:
+    choice = await choose_server(config)
+    config = choice.config
+    async with make_client(config) as client:
         backend = AgentBackend(config, store, session, client, runtime_dir)
         try:
-            await _run_root(config, backend, token, state)
+            await _run_root(config, backend, token, state, choice)
         finally:
             state.session_id, state.saved = backend.close()
 
 
 async def _run_root(
-    config: Config, backend: AgentBackend, token: trio.lowlevel.TrioToken, state: _Exit
+    config: Config,
+    backend: AgentBackend,
+    token: trio.lowlevel.TrioToken,
+    state: _Exit,
+    choice: ServerChoice | None = None,
 ) -> None:
     controller: Controller | None = None
 
@@ -215,7 +220,7 @@ async def _run_root(
     )
     controller = Controller(terminal, backend, warmup=config.warmup)
     backend.attach(approver=terminal.approval, sink=controller)
-    _welcome(config, backend, terminal)
+    _welcome(config, backend, terminal, choice)
     async with trio.open_nursery() as root:
         state.request = lambda reason: token.run_sync_soon(controller.request_exit, reason)
         await root.start(_run_ui, terminal, root.cancel_scope)
@@ -248,13 +253,19 @@ async def _run_ui(
         root.cancel()
 
 
-def _welcome(config: Config, backend: AgentBackend, terminal: Terminal) -> None:
+def _welcome(
+    config: Config, backend: AgentBackend, terminal: Terminal, choice: ServerChoice | None = None
+) -> None:
     resumed = backend.session_events()
+    found = choice is not None and choice.found
+    server = describe(config) if found else f"host {config.host}"
     lines = [
-        f"zcoder {__version__} · model {backend.model} · host {config.host}",
+        f"zcoder {__version__} · model {backend.model} · {server}",
         f"workspace {config.workspace} · profile {config.profile} · session "
         f"{backend.session_id}" + (" (resumed)" if config.resume else " (new)"),
     ]
+    if choice is not None and not choice.found:
+        lines.append(choice.line)
     if config.relay_problem:
         lines.append(config.relay_problem)
     width = terminal.width()

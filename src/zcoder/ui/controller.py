@@ -137,7 +137,9 @@ class Controller:
         return True
 
     def submit(self, text: str) -> None:
-        if self.status.state in ("stopped", "error"):
+        # A failure ("error", "offline") stays shown until a request succeeds: a slash
+        # command or a new prompt is no sign that the model server works again.
+        if self.status.state == "stopped":
             self.status.set_state("ready")
         parsed = parse(text)
         if parsed is not None:
@@ -310,7 +312,11 @@ class Controller:
             self.status.warmup = "warm-up failed" if problem else "warm"
             if problem:
                 self.view.notice(f"warm-up failed: {problem}", "error")
+                if not self.status.busy:
+                    self.status.set_state("offline", problem)
             else:
+                if self.status.state in ("offline", "error"):
+                    self.status.set_state("ready")  # the server answered: it works again
                 self.wake()  # the model answers: relayed messages waiting for it may run
             self.terminal.invalidate()
         if self._warm_scope is scope:

@@ -6,6 +6,7 @@ import pytest
 
 from zcoder.agent.window import (
     DEFAULT_NUM_CTX,
+    UNCALIBRATED,
     Calibration,
     Window,
     context_notice,
@@ -33,7 +34,7 @@ def test_the_smaller_of_configured_and_reported(
 
 def test_calibration_learns_the_tokenizer_ratio() -> None:
     calibration = Calibration()
-    assert calibration.ratio == 1.0 and calibration.tokens(1000) == 1000
+    assert calibration.ratio == UNCALIBRATED and calibration.tokens(1000) == 1150
     calibration.observe(1000, 1150)  # the estimate ran 15 % low
     calibration.observe(2000, 2260)
     assert calibration.ratio == pytest.approx(3410 / 3000)
@@ -46,7 +47,7 @@ def test_calibration_ignores_implausible_counts_and_keeps_recent_ones() -> None:
     calibration.observe(1000, 40)  # only the uncached tail was counted
     calibration.observe(1000, 9000)  # nonsense
     calibration.observe(0, 100)
-    assert calibration.ratio == 1.0
+    assert calibration.ratio == UNCALIBRATED
     for _ in range(20):
         calibration.observe(100, 300)  # the upper bound itself is plausible
     calibration.observe(100, 150)

@@ -351,8 +351,9 @@ DENY = CommandVerdict("deny", DENIED_BY_POLICY)
 DECISIONS: dict[tuple[str, str, str, bool], CommandVerdict] = {
     ("ask", "coding", "user", False): ASK3,
     ("ask", "coding", "user", True): RUN,
-    ("ask", "coding", "relay", False): ASK2,
-    ("ask", "coding", "relay", True): ASK2,
+    # a relayed turn offers ``a``, which approves that one command (apply_answer below)
+    ("ask", "coding", "relay", False): ASK3,
+    ("ask", "coding", "relay", True): ASK3,
     ("ask", "sysadmin", "user", False): ASK2,
     ("ask", "sysadmin", "user", True): ASK2,
     ("ask", "sysadmin", "relay", False): ASK2,
@@ -458,7 +459,9 @@ def test_a_grant_then_covers_later_local_commands_but_not_relayed_ones() -> None
     assert (run, grant) == (True, True)
     common = {"policy": "ask", "profile": "coding", "workspace": WS, "home": HOME}
     assert decide_command("make", origin="user", granted=grant, **common) == RUN  # type: ignore[arg-type]
-    assert decide_command("make", origin="relay", granted=grant, **common) == ASK2  # type: ignore[arg-type]
+    assert decide_command("make", origin="relay", granted=grant, **common) == ASK3  # type: ignore[arg-type]
+    # ... and an ``a`` in the relayed turn approves that command and grants nothing
+    assert apply_answer("a", origin="relay", profile="coding") == (True, False)
 
 
 def test_denial_text() -> None:

@@ -21,9 +21,12 @@ Answer = Literal["y", "a", "n"]
 class ApprovalRequest:
     """One question. ``kind`` is ``command`` (run_command) or ``send`` (send_agent_message).
 
-    ``choices`` lists the answers the policy allows here: ``("y", "a", "n")``, or
-    ``("y", "n")`` where a conversation-wide grant is not offered (sysadmin, relayed turns,
-    sends). ``text`` is the exact command or message; ``cwd``/``target`` give context.
+    ``choices`` lists the answers the policy allows here: ``("y", "a", "n")`` for a command
+    in the coding profile, ``("y", "n")`` in sysadmin and for sends. ``a_grants`` says what
+    ``a`` means: the rest of the conversation's commands too (a local turn), or only this
+    command (``False``: a relayed turn, which never grants anything). ``text`` is the exact
+    command or message; ``cwd``/``target`` give context; ``sender`` names who relayed the
+    turn (``weekly-digest (pid 42302)``), empty in a local turn.
     """
 
     kind: Literal["command", "send"]
@@ -32,6 +35,9 @@ class ApprovalRequest:
     origin: Origin = "user"
     cwd: str = ""
     target: str = ""
+    sender: str = ""
+    # True unless told otherwise: claiming a grant that is not given errs on the safe side.
+    a_grants: bool = True
 
 
 class Approver(Protocol):

@@ -6,8 +6,9 @@ blocked; ``apply_answer`` says what the user's answer means; ``guard_command`` (
 
 Decision order: ``deny`` policy first; then in sysadmin the guard, and every other command
 asks with ``y``/``n`` (``--yes`` never reaches here: config refuses it); in coding ``allow``
-runs, a relayed turn asks with ``y``/``n`` (an earlier ``a`` does not apply), and a local turn
-runs when an earlier ``a`` granted the rest of the conversation, else asks ``y``/``a``/``n``.
+runs, a relayed turn asks with ``y``/``a``/``n`` where ``a`` approves that one command (an
+earlier ``a`` does not apply, and this one grants nothing), and a local turn runs when an
+earlier ``a`` granted the rest of the conversation, else asks ``y``/``a``/``n``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ __all__ = [
 ]
 
 DENIED_BY_POLICY = "command execution is disabled (--deny-commands or ZCODER_COMMAND_POLICY=deny)"
-_ASK_WITH_GRANT: tuple[Answer, ...] = ("y", "a", "n")
+_ASK_WITH_A: tuple[Answer, ...] = ("y", "a", "n")
 _ASK_ONCE: tuple[Answer, ...] = ("y", "n")
 
 
@@ -73,18 +74,20 @@ def decide_command(
     if policy == "allow":
         return CommandVerdict("run")
     if origin == "relay":
-        return CommandVerdict("ask", choices=_ASK_ONCE)
+        # The spec's rule: ``a`` approves only this command here (``apply_answer``).
+        return CommandVerdict("ask", choices=_ASK_WITH_A)
     if granted:
         return CommandVerdict("run")
-    return CommandVerdict("ask", choices=_ASK_WITH_GRANT)
+    return CommandVerdict("ask", choices=_ASK_WITH_A)
 
 
 def apply_answer(answer: Answer, *, origin: Origin, profile: Profile) -> tuple[bool, bool]:
     """Return ``(run_this_command, grant_rest_of_conversation)`` for the user's answer.
 
-    ``a`` grants the rest of the conversation only in a local turn of the coding profile;
-    elsewhere (relayed turns, sysadmin) it is not offered, and if it arrives anyway it
-    approves this one command only.
+    ``a`` grants the rest of the conversation only in a local turn of the coding profile. In
+    a relayed turn it is offered and approves this one command only; in sysadmin it is not
+    offered, and if it arrives anyway it too approves this one command only. Whether ``a``
+    grants (``apply_answer("a", ...)[1]``) is also what the question says it does.
     """
     if answer == "n":
         return (False, False)

@@ -15,8 +15,12 @@ from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo
 from zcoder.approval import Answer, ApprovalRequest
 from zcoder.config import Config
 from zcoder.conversation import Message, ToolCall, TranscriptEvent
+from zcoder.errors import ToolError
 from zcoder.live import Entry, LiveEvent
 from zcoder.tools.base import ToolContext, ToolResult, ToolSpec
+from zcoder.tools.finish import FINISH
+from zcoder.tools.registry import CheckedCall
+from zcoder.tools.schema import check_arguments
 from zcoder.tools.shell import RUN_COMMAND
 
 __all__ = [
@@ -109,8 +113,24 @@ async def _ok(args: Mapping[str, Any]) -> ToolResult:
     return ToolResult(f"ok {dict(args)}", summary="ok")
 
 
+_SEND_SCHEMA = {
+    "type": "object",
+    "properties": {"target_instance_id": {"type": "string"}, "message": {"type": "string"}},
+    "required": ["target_instance_id", "message"],
+}
+# Tools with a real schema: the loop checks their arguments before it asks about or runs
+# them. The others take any arguments.
+_SCHEMAS: dict[str, Mapping[str, Any]] = {
+    "run_command": RUN_COMMAND.spec.parameters,
+    "finish": FINISH.spec.parameters,
+    SEND: _SEND_SCHEMA,
+}
+_LOOSE = {"type": "object", "properties": {}}
+
+
 class FakeToolbox:
-    """Records calls; ``handlers`` override the default ``ok`` result per tool name."""
+    """Records the calls it runs (with their checked arguments); ``handlers`` override the
+    default ``ok`` result per tool name."""
 
     NAMES = ("read_file", "write_file", "run_command", "finish")
 
@@ -120,13 +140,7 @@ class FakeToolbox:
         self.calls: list[tuple[str, dict[str, Any]]] = []
 
     def specs(self) -> list[ToolSpec]:
-        send_props = {"target_instance_id": {"type": "string"}, "message": {"type": "string"}}
-        loose = {"type": "object", "properties": {}}
-        # run_command has its real schema: the loop checks a command's arguments before it
-        # asks the user about it.
-        schemas = {"run_command": RUN_COMMAND.spec.parameters}
-        schemas[SEND] = {"type": "object", "properties": send_props}
-        return [ToolSpec(n, f"{n} tool", schemas.get(n, loose)) for n in self.names]
+        return [ToolSpec(n, f"{n} tool", dict(_SCHEMAS.get(n, _LOOSE))) for n in self.names]
 
     def target_of(self, name: str, args: Mapping[str, Any]) -> str:
         for key in ("path", "command", "target_instance_id"):
@@ -134,9 +148,19 @@ class FakeToolbox:
                 return str(args[key])
         return ""
 
-    async def call(self, name: str, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-        self.calls.append((name, dict(args)))
-        return await self.handlers.get(name, _ok)(args)
+    def check(self, name: str, args: Mapping[str, Any]) -> CheckedCall | ToolResult:
+        if name not in self.names:
+            return ToolResult(f"Error: unknown tool {name}", ok=False, summary="unknown tool")
+        schema = _SCHEMAS.get(name)
+        try:
+            return CheckedCall(name, check_arguments(schema, args) if schema else dict(args))
+        except ToolError as exc:
+            text = f"invalid arguments for {name}: {exc}"
+            return ToolResult(f"Error: {text}", ok=False, summary=text)
+
+    async def run(self, checked: CheckedCall, ctx: ToolContext) -> ToolResult:
+        self.calls.append((checked.name, dict(checked.arguments)))
+        return await self.handlers.get(checked.name, _ok)(checked.arguments)
 
 
 @attrs.define

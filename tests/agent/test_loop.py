@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -41,7 +42,11 @@ from zcoder.errors import (
 )
 from zcoder.live import LiveEvent, StateChange, TextDelta, ToolUpdate
 from zcoder.policy import DENIED_BY_POLICY
-from zcoder.tools.base import ToolResult
+from zcoder.tools import schema
+from zcoder.tools.base import Tool, ToolContext, ToolResult
+from zcoder.tools.finish import FINISH
+from zcoder.tools.registry import Toolbox
+from zcoder.tools.shell import RUN_COMMAND
 
 SENDER = RelaySender("42110-777", 42110, "user-profiles", "/work/app/user-profiles", True)
 
@@ -187,7 +192,9 @@ async def test_allow_policy_runs_without_asking(tmp_path: Path) -> None:
     )
     await rig.agent.run_turn(user("list"))
     assert rig.approver.asked == []
-    assert rig.toolbox.calls == [("run_command", {"command": "ls"})]
+    # the tool gets the checked arguments, defaults filled in
+    ran = {"command": "ls", "cwd": ".", "timeout_seconds": 120}
+    assert rig.toolbox.calls == [("run_command", ran)]
 
 
 async def test_sysadmin_guard_blocks_before_asking(tmp_path: Path) -> None:
@@ -234,17 +241,41 @@ async def test_a_grants_the_rest_of_the_conversation(tmp_path: Path) -> None:
 async def test_relayed_turn_ignores_the_grant_and_a_approves_one(tmp_path: Path) -> None:
     rig = make_rig(tmp_path, [tools(call("run_command", command="ls")), text("ok")], "a")
     await rig.agent.run_turn(user("list"))  # grant given locally
+    assert rig.approver.asked[0].a_grants and rig.approver.asked[0].sender == ""
     rig.client.replies = _two_commands()
     rig.client.requests.clear()
     rig.approver.answers = ["a", "a"]
     await rig.agent.run_turn(TurnRequest("relay", "build it", SENDER))
     relay_asks = rig.approver.asked[1:]
-    assert [(q.origin, q.choices) for q in relay_asks] == [("relay", ("y", "n"))] * 2
+    # each command asks; its question says who sent it and that ``a`` approves it alone
+    assert [(q.origin, q.choices, q.a_grants, q.sender) for q in relay_asks] == [
+        ("relay", ("y", "a", "n"), False, "user-profiles (pid 42110)")
+    ] * 2
+    assert [c[1]["command"] for c in rig.toolbox.calls] == ["ls", "make", "make test"]
     # the local grant is still there for the next local turn
     rig.client.replies = [tools(call("run_command", command="pwd")), text("ok")]
     rig.client.requests.clear()
     await rig.agent.run_turn(user("where"))
     assert len(rig.approver.asked) == 3
+
+
+async def test_a_relayed_turns_questions_name_its_sender_and_whether_it_is_verified(
+    tmp_path: Path,
+) -> None:
+    unverified = attrs.evolve(SENDER, verified=False)
+    send = call("send_agent_message", target_instance_id=SENDER.instance_id, message="done")
+    rig = make_rig(
+        tmp_path,
+        [tools(call("run_command", command="ls"), send), text("ok")],
+        "y",
+        "y",
+        toolbox=FakeToolbox(send=True),
+    )
+    await rig.agent.run_turn(TurnRequest("relay", "list", unverified))
+    assert [(q.kind, q.sender) for q in rig.approver.asked] == [
+        ("command", "user-profiles (pid 42110, unverified)"),
+        ("send", "user-profiles (pid 42110, unverified)"),
+    ]
 
 
 async def test_relay_turn_records_context_not_ledger(tmp_path: Path) -> None:
@@ -362,7 +393,11 @@ async def test_finish_must_be_alone(tmp_path: Path) -> None:
     tool_texts = [m.content for m in rig.session.history if m.role == "tool"]
     assert tool_texts[0].startswith("ok ")
     assert tool_texts[1].startswith("Error: finish must be the only tool call")
-    assert tool_texts[2].startswith('Error: finish needs status "complete" or "blocked"')
+    # finish's arguments are checked by its schema, like every other call's
+    assert tool_texts[2] == (
+        "Error: invalid arguments for finish: argument 'status' must be one of: "
+        'complete, blocked; got string "maybe"'
+    )
     assert tool_texts[3] == "Turn finished (blocked)."
     assert_history_valid(rig.session.history)
 
@@ -603,10 +638,10 @@ def test_token_estimate_counts_messages_calls_and_tools() -> None:
 
 async def test_a_call_with_unreadable_arguments_is_answered_not_run(tmp_path: Path) -> None:
     bad = ToolCall("read_file", {}, problem="the arguments are not JSON: {path")
-    rig = make_rig(tmp_path, [tools(bad, call("list_files")), text("Sorry.")])
+    rig = make_rig(tmp_path, [tools(bad, call("write_file", path="b")), text("Sorry.")])
     outcome = await rig.agent.run_turn(user("look"))
     assert outcome == TurnOutcome("answered", text="Sorry.")
-    assert [c[0] for c in rig.toolbox.calls] == ["list_files"]
+    assert [c[0] for c in rig.toolbox.calls] == ["write_file"]
     answer = rig.session.history[2]
     assert (answer.role, answer.tool_name, answer.content) == (
         "tool",
@@ -622,8 +657,8 @@ async def test_a_call_with_unreadable_arguments_is_answered_not_run(tmp_path: Pa
     [
         {"command": "ls", "cwd": "/"},  # outside the workspace
         {"command": "ls", "cwd": "missing"},  # no such directory
-        {"command": "ls", "timeout_seconds": 0},  # out of the schema's range
-        {"command": "ls", "colour": "red"},  # an argument the tool does not know
+        {"command": "   "},  # blank: the tool refuses it
+        {"command": "ls\0 -l"},  # a NUL byte: the tool refuses it
     ],
 )
 async def test_no_question_for_a_command_the_tool_will_refuse(
@@ -632,7 +667,60 @@ async def test_no_question_for_a_command_the_tool_will_refuse(
     rig = make_rig(tmp_path, [tools(call("run_command", **arguments)), text("ok")], "y")
     await rig.agent.run_turn(user("list"))
     assert rig.approver.asked == []
-    assert rig.toolbox.calls == [("run_command", arguments)]  # the tool answers with its error
+    # the tool answers with its error
+    assert rig.toolbox.calls == [("run_command", {"cwd": ".", "timeout_seconds": 120, **arguments})]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ({"command": "ls", "timeout_seconds": 0}, "argument 'timeout_seconds' must be at least 1"),
+        ({"command": "ls", "colour": "red"}, "unknown argument 'colour'"),
+        ({"cwd": "."}, "missing required argument 'command'"),
+        ({"command": ["ls"]}, "argument 'command' must be a string, got array"),
+    ],
+)
+async def test_arguments_outside_the_schema_are_answered_never_asked_nor_run(
+    tmp_path: Path, arguments: dict[str, Any], problem: str
+) -> None:
+    rig = make_rig(tmp_path, [tools(call("run_command", **arguments)), text("ok")], "y")
+    await rig.agent.run_turn(user("list"))
+    assert rig.approver.asked == [] and rig.toolbox.calls == []
+    assert rig.session.history[2].content.startswith(
+        f"Error: invalid arguments for run_command: {problem}"
+    )
+    assert [u.state for u in rig.sink.of(ToolUpdate)] == ["pending", "failed"]
+
+
+async def test_a_calls_arguments_are_checked_once_and_the_checked_ones_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real toolbox: one schema check per call, although the command is asked about
+    first; the tool runs with the defaults the check filled in."""
+    checked: list[Mapping[str, Any]] = []
+    original = schema.check_arguments
+
+    def counting(parameters: Mapping[str, Any], arguments: object) -> dict[str, Any]:
+        checked.append(cast(Mapping[str, Any], arguments))
+        return original(parameters, arguments)
+
+    # Every module that took the function by name gets the counting one.
+    for module in list(sys.modules.values()):
+        if getattr(module, "check_arguments", None) is original:
+            monkeypatch.setattr(module, "check_arguments", counting)
+    ran: list[Mapping[str, Any]] = []
+
+    async def run(args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        ran.append(args)
+        return ToolResult("Exit code: 0", summary="exit 0")
+
+    box = Toolbox([Tool(RUN_COMMAND.spec, run), FINISH])
+    rig = make_rig(tmp_path, [tools(call("run_command", command="make")), text("ok")], "y")
+    rig.agent.set_toolbox(box)
+    await rig.agent.run_turn(user("build"))
+    assert len(rig.approver.asked) == 1
+    assert checked == [{"command": "make"}]
+    assert ran == [{"command": "make", "cwd": ".", "timeout_seconds": 120}]
 
 
 async def test_a_finished_card_carries_the_tools_output(tmp_path: Path) -> None:

@@ -136,7 +136,8 @@ async def test_tagged_and_xml_printed_calls_run_with_typed_arguments(tmp_path: P
     rig = make_rig(tmp_path, [text(printed), text("All green.")], "y")
     outcome = await rig.agent.run_turn(user("test it"))
     assert outcome == TurnOutcome("answered", text="All green.")
-    assert rig.toolbox.calls == [("run_command", {"command": "pytest -q", "timeout_seconds": 30})]
+    ran = {"command": "pytest -q", "cwd": ".", "timeout_seconds": 30}  # the default cwd added
+    assert rig.toolbox.calls == [("run_command", ran)]
     assert rig.session.history[1] == Message(
         role="assistant",
         content="Let me run the tests.",

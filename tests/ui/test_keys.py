@@ -229,7 +229,7 @@ async def test_escape_and_n_deny_at_once_and_unoffered_choices_do_nothing() -> N
             await trio.testing.wait_all_tasks_blocked()
             line.mark_rendered()
             clock.now += 1
-            assert not line.press("a")  # not offered for relayed turns
+            assert not line.press("a")  # not offered here (as in sysadmin)
             shown = "".join(t for _, t, *_ in line.render()).replace("\u00a0", " ")
             assert shown.endswith("(Esc = no)  · [a] is not offered here")
             assert line.press(key)
@@ -250,6 +250,57 @@ async def test_question_text_is_shown_exactly_and_safely() -> None:
         )
         line.press("escape")
     assert line.render() == []
+
+
+async def test_a_relayed_question_names_its_sender_and_says_a_approves_one_command() -> None:
+    clock = FakeClock()
+    line = ApprovalLine(lambda f: f(), lambda: None, clock)
+    request = ApprovalRequest(
+        "command",
+        "make",
+        ("y", "a", "n"),
+        origin="relay",
+        cwd="/w",
+        sender="weekly-digest\x1b[2J (pid 42302)",
+        a_grants=False,
+    )
+    answers: list[str] = []
+
+    async def ask() -> None:
+        answers.append(await line.ask(request))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ask)
+        await trio.testing.wait_all_tasks_blocked()
+        text = "".join(t for _, t, *_ in line.render(30, 200)).replace("\u00a0", " ")
+        assert text == (
+            "╭ A relayed request from weekly-digest^[[2J (pid 42302) wants to run this command "
+            "in /w:\n"
+            "│ make\n"
+            "╰ [y] yes, once   [a] yes, this command only (a relayed request gets no grant)   "
+            "[n] no   (Esc = no)"
+        )
+        line.mark_rendered()
+        clock.now += 1
+        line.note_key()
+        clock.now += 1
+        assert line.press("a")  # offered: it answers this question
+    assert answers == ["a"]
+
+
+async def test_a_relayed_send_question_names_its_sender() -> None:
+    line = ApprovalLine(lambda f: f(), lambda: None, FakeClock())
+    request = ApprovalRequest(
+        "send", "done", ("y", "n"), origin="relay", target="alpha · 1-2", sender="alpha (pid 1)"
+    )
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(line.ask, request)
+        await trio.testing.wait_all_tasks_blocked()
+        head = "".join(t for _, t, *_ in line.render(30, 200)).split("\n")[0]
+        assert (
+            head == "╭ A relayed request from alpha (pid 1) wants to send a message to alpha · 1-2:"
+        )
+        line.press("escape")
 
 
 async def test_a_question_too_long_for_the_screen_keeps_its_choices_and_prints_in_full() -> None:

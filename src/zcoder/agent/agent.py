@@ -1,8 +1,9 @@
 """The agent: one conversation at a time, one turn at a time, each in its own cancel scope.
 
 The interactive app and the one-shot mode both drive this class; the relay worker hands it
-relayed turns. It owns what outlives a turn: the session, the model name, the sink and the
-conversation-wide command grant (the user's ``a``).
+relayed turns. It owns what outlives a turn: the conversation (the session and the user's
+``a`` grant, see ``parts.Conversation``), the model name and what it learnt per model, and
+the sink. Each turn gets its frozen ``TurnParts``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import trio
 
 from zcoder.agent.loop import Turn
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelClient, ModelInfo
-from zcoder.agent.rounds import TurnParts
+from zcoder.agent.parts import Conversation, TurnParts
 from zcoder.agent.turns import OutcomeStatus, RelaySender, TurnOutcome, TurnRequest
 from zcoder.agent.window import Calibration, Window, decide_window
 from zcoder.approval import Approver
@@ -83,10 +84,9 @@ class Agent:
         self._toolbox = toolbox
         self._approver = approver
         self._store = store
-        self._session = session
+        self._conversation = Conversation(session)
         self._sink = sink
         self._model = session.model or config.model
-        self._granted = False
         self._no_thinking: set[str] = set()  # models that refused think=true
         self._reported: dict[str, int | None] = {}  # the server's context window per model
         self._calibrations: dict[str, Calibration] = {}
@@ -94,7 +94,7 @@ class Agent:
 
     @property
     def session(self) -> Session:
-        return self._session
+        return self._conversation.session
 
     @property
     def model(self) -> str:
@@ -107,16 +107,15 @@ class Agent:
     def set_model(self, name: str) -> None:
         """Use ``name`` from the next model call on, and record it in the session."""
         self._model = name
-        self._session.model = name
-        self._save(self._session)
+        self.session.model = name
+        self._save(self.session)
 
     def switch_session(self, session: Session) -> None:
         """Continue another conversation; a command grant never carries over."""
         if self.busy:
             raise RuntimeError("cannot switch sessions while a turn runs")
-        self._session = session
+        self._conversation = Conversation(session)
         self._model = session.model or self._model
-        self._granted = False
 
     def set_sink(self, sink: TurnSink) -> None:
         self._sink = sink
@@ -140,13 +139,11 @@ class Agent:
         """Load the model and fill the server's prompt cache with the next turn's prefix
         (system prompt, tool schemas, the history so far), asking for one output token.
         Nothing of it is stored in the session."""
-        parts = self._turn_parts(self._client)
         # The same window as the turns: another num_ctx would make Ollama load it again.
-        parts.window = await self._window()
-        request = TurnRequest("user", "(warm-up)")
-        turn = Turn(parts, request, load_instructions(self._config.home, self._config.workspace))
-        await turn.warm()
-        self._keep(parts, request)
+        window = await self._window()
+        turn = self._turn(self._client, TurnRequest("user", "(warm-up)"))
+        await turn.warm(window)
+        self._keep(turn)
 
     async def _window(self) -> Window:
         """The window for the current model: asked of the server once per model (a failure
@@ -171,50 +168,49 @@ class Agent:
         if self._scope is not None:
             return TurnOutcome("error", error="a turn is already running")
         reach = _Reach(self._client)
-        parts = self._turn_parts(reach)
-        turn = Turn(parts, request, load_instructions(self._config.home, self._config.workspace))
+        session = self.session
+        turn = self._turn(reach, request)
         self._scope = scope = trio.CancelScope()
-        before = len(parts.session.history)
+        before = len(session.history)
         try:
             turn.begin()
-            await self._save_async(parts.session)
+            await self._save_async(session)
             with scope:
-                parts.window = await self._window()
-                outcome = await turn.run()
+                outcome = await turn.run(await self._window())
             if scope.cancelled_caught:
                 outcome = turn.interrupt()
             outcome = attrs.evolve(outcome, reached_model=reach.reached)
             if request.origin == "relay" and outcome.status == "error" and not reach.reached:
-                del parts.session.history[before:]
+                del session.history[before:]
         except BaseException:
             # An outer cancel, Ctrl-C or a bug: leave a history the next request can use.
             turn.interrupt()
             raise
         finally:
             self._scope = None
-            self._keep(parts, request)
-            await self._save_async(parts.session)  # shielded by the store: always done
+            self._keep(turn)
+            await self._save_async(session)  # shielded by the store: always done
         return outcome
 
-    def _turn_parts(self, client: ModelClient) -> TurnParts:
-        return TurnParts(
+    def _turn(self, client: ModelClient, request: TurnRequest) -> Turn:
+        parts = TurnParts(
             config=self._config,
             client=client,
             toolbox=self._toolbox,
             approver=self._approver,
             sink=self._sink,
-            session=self._session,
+            conversation=self._conversation,
             model=lambda: self._model,
-            granted=self._granted,
-            think=self._config.think and self._model not in self._no_thinking,
             calibration=self._calibrations.setdefault(self._model, Calibration()),
         )
+        instructions = load_instructions(self._config.home, self._config.workspace)
+        think = self._config.think and self._model not in self._no_thinking
+        return Turn(parts, request, instructions, think=think)
 
-    def _keep(self, parts: TurnParts, request: TurnRequest) -> None:
-        """What outlives the turn: a user's ``a`` grant, and a model's refusal to think."""
-        if request.origin == "user" and parts.session is self._session:
-            self._granted = parts.granted
-        if self._config.think and not parts.think:
+    def _keep(self, turn: Turn) -> None:
+        """What the agent learns from a turn: a model's refusal to think. (A user's ``a``
+        grant needs no keeping: the turn gave it to the conversation itself.)"""
+        if self._config.think and not turn.think:
             self._no_thinking.add(self._model)
 
     def _save(self, session: Session) -> None:

@@ -1,41 +1,44 @@
 """The questions a tool round asks the user: before a command runs and before a relay message
 is sent. The decision itself is ``policy.py`` (pure); this module asks and applies it.
 
-A call the tool would refuse anyway (arguments that do not fit its schema, a ``cwd`` outside
-the workspace) is not asked about: the tool answers it with its error, and the user is not
-asked to approve something that cannot run. For a send, the approver itself may refuse by
-raising ``ToolError`` instead of asking (the app's ``SendLabels`` does, when a fresh ping
-does not find the exact target live): that error is the call's result.
+The calls it sees are checked already (``Toolbox.check``: the tool exists and the arguments
+fit its schema), so it reads their arguments without checking them again. A command the tool
+would refuse anyway (a ``cwd`` outside the workspace or missing, a blank command) is not asked
+about: the tool answers it with its error, and the user is not asked to approve something
+that cannot run. For a send, the approver itself may refuse by raising ``ToolError`` instead
+of asking (the app's ``SendLabels`` does, when a fresh ping does not find the exact target
+live): that error is the call's result.
+
+A relayed turn's questions name its sender (``sender_label``), and in them ``a`` approves
+the one command asked about: the question says so (``ApprovalRequest.a_grants``).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+from zcoder.agent.parts import CallOutcome, TurnParts, refusal
 from zcoder.agent.turns import RelaySender
 from zcoder.approval import ApprovalRequest
-from zcoder.conversation import Origin, ToolCall
+from zcoder.conversation import Origin
 from zcoder.errors import ToolError, WorkspaceError
-from zcoder.live import StateChange, ToolState
+from zcoder.live import StateChange
 from zcoder.policy import CommandVerdict, apply_answer, decide_command, denial_text
-from zcoder.tools.base import ToolResult
-from zcoder.tools.schema import check_arguments
+from zcoder.tools.registry import CheckedCall
 from zcoder.tools.workspace import existing_dir
 
-if TYPE_CHECKING:
-    from zcoder.agent.rounds import TurnParts
-
-__all__ = ["SEND", "Approvals", "Refusal", "refusal"]
+__all__ = ["SEND", "Approvals", "sender_label"]
 
 SEND = "send_agent_message"
-Refusal = tuple[ToolResult, ToolState]
 
 
-def refusal(text: str, state: ToolState, summary: str) -> Refusal:
-    return ToolResult(text, ok=False, summary=summary), state
+def sender_label(sender: RelaySender) -> str:
+    """Who relayed a turn, as its questions name it: ``weekly-digest (pid 42302)``, with
+    ``unverified`` added when peer credentials did not confirm the pid (the project name is
+    the sender's own word either way)."""
+    check = "" if sender.verified else ", unverified"
+    return f"{sender.project} (pid {sender.pid}{check})"
 
 
 def _join(workspace: Path, cwd: str) -> str:
@@ -58,33 +61,32 @@ class Approvals:
         self._p = parts
         self._origin: Origin = origin
         self._sender = sender
+        self._who = sender_label(sender) if sender is not None else ""
         self._home = _user_home()
 
-    async def check(self, call: ToolCall) -> Refusal | None:
+    async def check(self, call: CheckedCall) -> CallOutcome | None:
         """A refusal for ``call``, or None when it may run."""
-        if call.name == "run_command" and not self._doomed(call):
-            return await self._command(call.arguments)
+        if call.name == "run_command":
+            return await self._command(call)
         if call.name == SEND:
             return await self._send(call)
         return None
 
-    def _doomed(self, call: ToolCall) -> bool:
-        """True when the tool will refuse the call without running it."""
-        spec = next((s for s in self._p.toolbox.specs() if s.name == call.name), None)
+    def _tool_refuses(self, command: str, cwd: str) -> bool:
+        """True when ``run_command`` will refuse the command without running it."""
+        if not command.strip() or "\0" in command:
+            return True
         try:
-            args = check_arguments(spec.parameters, call.arguments) if spec else call.arguments
-            if call.name == "run_command":
-                existing_dir(self._p.config.workspace, str(args.get("cwd", ".")))
+            existing_dir(self._p.config.workspace, cwd)
         except (ToolError, WorkspaceError):
             return True
         return False
 
-    async def _command(self, args: Mapping[str, Any]) -> Refusal | None:
-        command, config = args.get("command"), self._p.config
-        if not isinstance(command, str) or not command.strip():
+    async def _command(self, call: CheckedCall) -> CallOutcome | None:
+        command, cwd, config = call.arguments["command"], call.arguments["cwd"], self._p.config
+        if self._tool_refuses(command, cwd):
             return None  # the tool itself reports the bad call
-        cwd = args.get("cwd", ".")
-        shown_cwd = _join(config.workspace, cwd if isinstance(cwd, str) else ".")
+        shown_cwd = _join(config.workspace, cwd)
         verdict = self._verdict(command, Path(shown_cwd))
         if verdict.action == "run":
             return None
@@ -94,18 +96,21 @@ class Approvals:
             return refusal(verdict.reason, "denied", f"blocked by the safety guard: {why}")
         if verdict.action == "deny":
             return refusal(verdict.reason or denial_text(command), "denied", "commands denied")
+        _, a_grants = apply_answer("a", origin=self._origin, profile=config.profile)
         question = ApprovalRequest(
             kind="command",
             text=command,
             choices=verdict.choices,
             origin=self._origin,
             cwd=shown_cwd,
+            sender=self._who,
+            a_grants=a_grants,
         )
         self._p.sink.emit(StateChange("waiting_approval", "command"))
         answer = await self._p.approver.ask(question)
         run_this, grant_rest = apply_answer(answer, origin=self._origin, profile=config.profile)
         if grant_rest:
-            self._p.granted = True
+            self._p.conversation.grant_commands()
         return None if run_this else refusal(denial_text(command), "denied", "denied by the user")
 
     def _verdict(self, command: str, cwd: Path) -> CommandVerdict:
@@ -115,23 +120,26 @@ class Approvals:
             policy=config.command_policy,
             profile=config.profile,
             origin=self._origin,
-            granted=self._p.granted,
+            granted=self._p.conversation.commands_granted,
             workspace=config.workspace,
             home=self._home,
             cwd=cwd,
         )
 
-    async def _send(self, call: ToolCall) -> Refusal | None:
-        target, message = call.arguments.get("target_instance_id"), call.arguments.get("message")
+    async def _send(self, call: CheckedCall) -> CallOutcome | None:
+        target, message = call.arguments["target_instance_id"], call.arguments["message"]
         if self._sender is not None and target != self._sender.instance_id:
             text = f"Error: relayed turns may only reply to their sender {self._sender.instance_id}"
             return refusal(text, "failed", "a relayed turn may only reply to its sender")
-        if self._doomed(call) or not isinstance(target, str) or not isinstance(message, str):
-            return None  # the tool itself reports the bad call
         if not message.strip():
-            return None
+            return None  # the tool itself reports the bad call
         question = ApprovalRequest(
-            kind="send", text=message, choices=("y", "n"), origin=self._origin, target=target
+            kind="send",
+            text=message,
+            choices=("y", "n"),
+            origin=self._origin,
+            target=target,
+            sender=self._who,
         )
         self._p.sink.emit(StateChange("waiting_approval", "send"))
         try:

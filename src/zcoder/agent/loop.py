@@ -17,12 +17,13 @@ import attrs
 
 from zcoder.agent.loop_guard import EMPTY_REPLY_NUDGE, REPEAT_WARNING, TurnGuard
 from zcoder.agent.model import ChatChunk, ChatRequest
+from zcoder.agent.parts import TurnParts
 from zcoder.agent.printed_calls import printed_tool_calls
 from zcoder.agent.prompts import build_system_prompt
-from zcoder.agent.rounds import RoundRunner, TurnParts, describe_model_error
+from zcoder.agent.rounds import RoundRunner, describe_model_error
 from zcoder.agent.runaway import RunawayDetector
 from zcoder.agent.turns import OutcomeStatus, TurnOutcome, TurnRequest, relay_record
-from zcoder.agent.window import DEFAULT_NUM_CTX, context_notice, estimate_tokens
+from zcoder.agent.window import DEFAULT_NUM_CTX, Window, context_notice, estimate_tokens
 from zcoder.conversation import Message, ToolCall
 from zcoder.errors import ModelError, ModelHTTPError
 from zcoder.live import StateChange, TextDelta, ThinkingDelta
@@ -32,6 +33,7 @@ __all__ = ["DEFAULT_NUM_CTX", "STOP_MARKER", "Turn", "estimate_tokens"]
 _log = logging.getLogger(__name__)
 
 STOP_MARKER = "[Response generation stopped by user.]"
+_DEFAULT_WINDOW = Window(DEFAULT_NUM_CTX)
 
 
 @attrs.define
@@ -46,12 +48,21 @@ class _Reply:
 
 
 class Turn:
-    """One running turn. ``run`` drives it; ``interrupt`` repairs history after a cancel."""
+    """One running turn. ``run`` drives it; ``interrupt`` repairs history after a cancel.
 
-    def __init__(self, parts: TurnParts, request: TurnRequest, instructions: str) -> None:
+    ``think`` starts as given and goes off for the rest of the turn when the model refuses
+    thinking; the agent reads it afterwards to remember that per model. ``window`` is the
+    context window decided for the model, given to ``run`` or ``warm``.
+    """
+
+    def __init__(
+        self, parts: TurnParts, request: TurnRequest, instructions: str, *, think: bool = True
+    ) -> None:
         self._p = parts
         self._request = request
         self._instructions = instructions
+        self.think = think
+        self._window = _DEFAULT_WINDOW
         self._guard = TurnGuard()
         self._reply: _Reply | None = None
         self._context_warned = False
@@ -77,7 +88,8 @@ class Turn:
             self._p.entry("user", req.text)
             session.history.append(Message(role="user", content=req.text))
 
-    async def run(self) -> TurnOutcome:
+    async def run(self, window: Window = _DEFAULT_WINDOW) -> TurnOutcome:
+        self._window = window
         while True:
             if not self._guard.take_step():
                 return self._fail("step_limit", "Stopped: the turn reached its step limit.")
@@ -182,8 +194,8 @@ class Turn:
             model=self._p.model(),
             messages=messages,
             tools=specs,
-            think=self._p.think,
-            num_ctx=self._p.window.tokens,
+            think=self.think,
+            num_ctx=self._window.tokens,
             num_predict=num_predict or config.max_output_tokens,
             temperature=config.temperature,
         )
@@ -195,23 +207,24 @@ class Turn:
         notice = context_notice(
             calibration.tokens(self._estimate),
             calibration.tokens(self._fixed_estimate),
-            self._p.window,
+            self._window,
             self._p.client.kind,
         )
         if notice is not None:
             self._context_warned = True
             self._p.entry("system", notice)
 
-    async def warm(self) -> None:
+    async def warm(self, window: Window = _DEFAULT_WINDOW) -> None:
         """Send this turn's first request with one output token and drop the reply: the
         model is loaded and the prompt cache filled. Only the token count is kept (it
         calibrates the prompt-size estimate); nothing enters the session."""
+        self._window = window
         try:
             await self._warm_once()
         except ModelHTTPError as exc:
-            if not (self._p.think and "does not support thinking" in exc.server_message):
+            if not (self.think and "does not support thinking" in exc.server_message):
                 raise
-            self._p.think = False
+            self.think = False
             await self._warm_once()
 
     async def _warm_once(self) -> None:
@@ -226,9 +239,9 @@ class Turn:
             return await self._stream_once()
         except ModelHTTPError as exc:
             # Models without thinking refuse think=true; ask once more without it.
-            if not (self._p.think and "does not support thinking" in exc.server_message):
+            if not (self.think and "does not support thinking" in exc.server_message):
                 raise
-            self._p.think = False
+            self.think = False
             return await self._stream_once()
 
     async def _stream_once(self) -> _Reply:

@@ -1,24 +1,25 @@
 """One tool round of a turn: approvals, the relay reply restriction, ``finish``, and the
 tool results that keep the history valid (every call answered, in order).
+
+Each call's arguments are checked once, by ``Toolbox.check``, before anything else looks at
+them: a call that does not fit its tool's schema is answered with that error and is neither
+asked about nor run; the approvals and the tool get the checked arguments.
 """
 
 from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 
-from zcoder.agent.approvals import SEND, Approvals, Refusal, refusal
-from zcoder.agent.model import ModelClient
+from zcoder.agent.approvals import SEND, Approvals
+from zcoder.agent.parts import CallOutcome, TurnParts, refusal
 from zcoder.agent.servers import missing_model_fix, start_fix
 from zcoder.agent.turns import RelaySender, TurnOutcome
-from zcoder.agent.window import DEFAULT_NUM_CTX, Calibration, Window
-from zcoder.approval import Approver
-from zcoder.config import Config
-from zcoder.conversation import EventRole, Message, Origin, ToolCall, TranscriptEvent
+from zcoder.conversation import Message, Origin, ToolCall
 from zcoder.errors import (
     IncompleteStream,
     MalformedStream,
@@ -28,46 +29,16 @@ from zcoder.errors import (
     StreamErrorLine,
     StreamStalled,
 )
-from zcoder.live import Entry, StateChange, ToolState, ToolUpdate, TurnSink
+from zcoder.live import StateChange, ToolState, ToolUpdate
 from zcoder.tools.base import ToolContext, ToolResult
+from zcoder.tools.registry import CheckedCall
 
-if TYPE_CHECKING:
-    from zcoder.session import Session
-    from zcoder.tools.registry import Toolbox
-
-__all__ = ["CANCELLED_TEXT", "INTERRUPTED_TEXT", "RoundRunner", "TurnParts", "describe_model_error"]
+__all__ = ["CANCELLED_TEXT", "INTERRUPTED_TEXT", "RoundRunner", "describe_model_error"]
 
 _log = logging.getLogger(__name__)
 
-_DEFAULT_WINDOW = Window(DEFAULT_NUM_CTX)
 CANCELLED_TEXT = "not executed because the user cancelled"
 INTERRUPTED_TEXT = "interrupted because the user cancelled"
-
-
-@attrs.define
-class TurnParts:
-    """What a turn works with. ``granted`` is the conversation-wide ``a`` grant; the agent
-    copies it (and ``think``) in before a turn and back out after it. ``window`` is the
-    context window decided for the model, ``calibration`` the model's token-count
-    correction (the agent keeps one per model)."""
-
-    config: Config
-    client: ModelClient
-    toolbox: Toolbox
-    approver: Approver
-    sink: TurnSink
-    session: Session
-    model: Callable[[], str]
-    granted: bool = False
-    think: bool = True  # off once the model refused thinking; the agent keeps that per model
-    window: Window = _DEFAULT_WINDOW
-    calibration: Calibration = attrs.Factory(Calibration)
-
-    def entry(self, role: EventRole, text: str, meta: Mapping[str, str] | None = None) -> None:
-        """Persist a visible transcript entry in the session and show it."""
-        event = TranscriptEvent(role=role, text=text, meta=meta or {})
-        self.session.events.append(event)
-        self.sink.emit(Entry(event))
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -168,8 +139,7 @@ class RoundRunner:
                 self._update(key, call, "pending")
         while self._pending:
             key, call = self._pending[0]
-            result, state = await self._dispatch(key, call)
-            self._answer(key, call, result, state)
+            self._answer(key, call, await self._dispatch(key, call))
         return None
 
     def cancel_pending(self) -> None:
@@ -177,7 +147,7 @@ class RoundRunner:
         while self._pending:
             key, call = self._pending[0]
             text = INTERRUPTED_TEXT if key == self._running else CANCELLED_TEXT
-            self._answer(key, call, ToolResult(text, ok=False, summary=text), "interrupted")
+            self._answer(key, call, refusal(text, "interrupted", text))
 
     def _target(self, call: ToolCall) -> str:
         return self._p.toolbox.target_of(call.name, call.arguments)
@@ -191,7 +161,8 @@ class RoundRunner:
             ToolUpdate(key, call.name, target, state, done.summary, done.diff, done.output)
         )
 
-    def _answer(self, key: str, call: ToolCall, result: ToolResult, state: ToolState) -> None:
+    def _answer(self, key: str, call: ToolCall, answer: CallOutcome) -> None:
+        result, state = answer.result, answer.state
         self._pending = [p for p in self._pending if p[0] != key]
         self._running = ""
         self._p.session.history.append(
@@ -208,33 +179,41 @@ class RoundRunner:
             meta["diff"] = result.diff
         self._p.entry("tool", result.summary, meta)
 
-    async def _dispatch(self, key: str, call: ToolCall) -> Refusal:
-        refused: Refusal | None = None
+    def _check(self, call: ToolCall) -> CheckedCall | CallOutcome:
+        """The call with its arguments checked (once, here), or the error that answers it."""
         if call.problem:
             text = f"Error: invalid arguments for {call.name}: {call.problem}"
-            refused = refusal(text + "; send them as a JSON object", "failed", call.problem)
-        elif call.name == "finish":
+            return refusal(text + "; send them as a JSON object", "failed", call.problem)
+        checked = self._p.toolbox.check(call.name, call.arguments)
+        if isinstance(checked, ToolResult):
+            return CallOutcome(checked, "failed")
+        return checked
+
+    async def _dispatch(self, key: str, call: ToolCall) -> CallOutcome:
+        if call.name == "finish" and not call.problem:  # unreadable arguments are told first
             text = "Error: finish must be the only tool call of its step; call finish again, alone"
-            refused = refusal(text, "failed", "finish was not called alone")
-        else:
-            refused = await self._approvals.check(call)
+            return refusal(text, "failed", "finish was not called alone")
+        checked = self._check(call)
+        if isinstance(checked, CallOutcome):
+            return checked
+        refused = await self._approvals.check(checked)
         if refused is not None:
             return refused
         self._running = key
         self._update(key, call, "running")
         self._p.sink.emit(StateChange("running_tool", call.name))
         context = ToolContext(workspace=self._p.config.workspace)
-        result = await self._p.toolbox.call(call.name, call.arguments, context)
-        return result, "completed" if result.ok else "failed"
+        result = await self._p.toolbox.run(checked, context)
+        return CallOutcome(result, "completed" if result.ok else "failed")
 
     def _finish(self, key: str, call: ToolCall) -> TurnOutcome | None:
-        status, response = call.arguments.get("status"), call.arguments.get("response")
-        if status not in ("complete", "blocked") or not isinstance(response, str):
-            text = 'Error: finish needs status "complete" or "blocked" and a response string'
-            self._answer(key, call, ToolResult(text, ok=False), "failed")
+        checked = self._check(call)
+        if isinstance(checked, CallOutcome):
+            self._answer(key, call, checked)
             return None
-        self._answer(key, call, ToolResult(f"Turn finished ({status})."), "completed")
-        if response.strip():
-            self._p.entry("assistant", response.strip(), {"finish": status})
+        status, response = checked.arguments["status"], checked.arguments["response"].strip()
+        self._answer(key, call, CallOutcome(ToolResult(f"Turn finished ({status})."), "completed"))
+        if response:
+            self._p.entry("assistant", response, {"finish": status})
         self._p.sink.emit(StateChange("ready"))
-        return TurnOutcome("complete" if status == "complete" else "blocked", text=response.strip())
+        return TurnOutcome("complete" if status == "complete" else "blocked", text=response)

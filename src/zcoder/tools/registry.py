@@ -2,8 +2,11 @@
 
 ``Toolbox.call`` never raises (``trio.Cancelled`` excepted): an unknown tool, arguments that
 do not fit the schema, a refused path or a failing tool all come back as a ``ToolResult``
-whose text starts with ``Error: ``. Tools may raise ``ToolError`` or ``WorkspaceError`` to
-refuse; the message becomes the result. Every result is capped at ``ctx.output_cap``.
+whose text starts with ``Error: ``. It is ``check`` then ``run``: the agent loop calls the two
+apart, so that a call's arguments are checked once, before it is put to the user, and the
+checked arguments (defaults filled in) are the ones that run. Tools may raise ``ToolError``
+or ``WorkspaceError`` to refuse; the message becomes the result. Every result is capped at
+``ctx.output_cap``.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from zcoder.tools.schema import check_arguments
 from zcoder.tools.search import SEARCH
 from zcoder.tools.shell import RUN_COMMAND
 
-__all__ = ["Toolbox", "core_tools"]
+__all__ = ["CheckedCall", "Toolbox", "core_tools"]
 
 _TARGET_CHARS = 120
 _PATCH_TARGET = re.compile(r"^(?:\+\+\+|---) (?:[ab]/)?(\S+)", re.MULTILINE)
@@ -81,6 +84,15 @@ _TARGETS: dict[str, Callable[[Mapping[str, Any]], str]] = {
 }
 
 
+@attrs.frozen
+class CheckedCall:
+    """A call of a tool whose arguments fit the tool's schema, with its defaults filled in.
+    Made by ``Toolbox.check``; ``Toolbox.run`` runs it without checking it again."""
+
+    name: str
+    arguments: Mapping[str, Any]
+
+
 class Toolbox:
     """An ordered set of tools with unique names; immutable (derive new ones instead)."""
 
@@ -118,20 +130,37 @@ class Toolbox:
         first = next((v for v in arguments.values() if isinstance(v, str)), "")
         return _one_line(first)
 
-    async def call(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-        """Validate and run one call; every failure is an ``Error: ...`` result."""
+    def check(self, name: str, arguments: Mapping[str, Any]) -> CheckedCall | ToolResult:
+        """The call ready to run, or the ``Error: ...`` result that answers it instead (an
+        unknown tool, arguments that do not fit its schema)."""
         tool = self._tools.get(name)
         if tool is None:
-            shown = _one_line(name) or "(empty name)"
-            return _error(f"unknown tool {shown}; available: {', '.join(self._tools)}")
+            return self._unknown(name)
         try:
-            args = check_arguments(tool.spec.parameters, arguments)
+            return CheckedCall(name, check_arguments(tool.spec.parameters, arguments))
         except ToolError as exc:
             return _error(f"invalid arguments for {name}: {exc}")
-        result = await self._run(tool, args, ctx)
+
+    async def run(self, call: CheckedCall, ctx: ToolContext) -> ToolResult:
+        """Run a checked call; every failure is an ``Error: ...`` result."""
+        tool = self._tools.get(call.name)
+        if tool is None:  # checked by another toolbox: this one does not have the tool
+            return self._unknown(call.name)
+        result = await self._run(tool, call.arguments, ctx)
         if not result.ok and not result.text.startswith("Error: "):
             result = attrs.evolve(result, text=f"Error: {result.text}")
         return attrs.evolve(result, text=cap_text(result.text, ctx.output_cap))
+
+    async def call(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        """Check and run one call; every failure is an ``Error: ...`` result."""
+        checked = self.check(name, arguments)
+        if isinstance(checked, ToolResult):
+            return checked
+        return await self.run(checked, ctx)
+
+    def _unknown(self, name: str) -> ToolResult:
+        shown = _one_line(name) or "(empty name)"
+        return _error(f"unknown tool {shown}; available: {', '.join(self._tools)}")
 
     @staticmethod
     async def _run(tool: Tool, args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:

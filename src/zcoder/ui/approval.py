@@ -29,6 +29,8 @@ _CHOICE_TEXT: dict[str, str] = {
     "a": "yes, and allow all commands in this conversation",
     "n": "no",
 }
+# ``a`` where it grants nothing (a relayed turn): the spec's rule, said where it is pressed.
+_A_ONCE = "yes, this command only (a relayed request gets no grant)"
 _ANSWERS: dict[str, Answer] = {"y": "y", "a": "a", "n": "n"}
 
 
@@ -186,8 +188,17 @@ def full_text(request: ApprovalRequest, width: int = 100) -> StyleAndTextTuples:
     return [("class:approval.frame", "╭ "), ("class:approval", head), *body]
 
 
+def _who(request: ApprovalRequest) -> str:
+    """Who is driving: the model of a local turn, or the sender of a relayed one."""
+    if request.origin != "relay":
+        return "The model"
+    if not request.sender:
+        return "A relayed request"
+    return f"A relayed request from {one_line(request.sender)}"
+
+
 def _head(request: ApprovalRequest, width: int = 100) -> StyleAndTextTuples:
-    who = "A relayed request" if request.origin == "relay" else "The model"
+    who = _who(request)
     if request.kind == "send":
         head = f"{who} wants to send a message to {one_line(request.target)}:"
     else:
@@ -207,8 +218,9 @@ def _choices(
     """The keys, word-wrapped under the frame's corner (the last row has no newline)."""
     out: StyleAndTextTuples = []
     for choice in request.choices:
+        said = _A_ONCE if choice == "a" and not request.a_grants else _CHOICE_TEXT[choice]
         out.append(("class:approval.keys", f"[{choice}]"))
-        out.append(("", f" {_CHOICE_TEXT[choice]}   "))
+        out.append(("", f" {said}   "))
     out.append(("class:approval.hint", "(Esc\u00a0=\u00a0no)"))  # kept on one row
     if unoffered:
         out.append(("class:approval.hint", f"  · [{unoffered}] is not offered here"))

@@ -622,7 +622,7 @@ async def test_context_window_is_sent_and_a_full_one_is_reported(tmp_path: Path)
     small = make_rig(
         tmp_path, [tools(call("read_file", path="a")), text("ok")], context_window=2048
     )
-    await small.agent.run_turn(user("long " * 1000))
+    await small.agent.run_turn(user("long " * 950))
     assert [r.num_ctx for r in small.client.requests] == [2048, 2048]
     notes = [e.text for e in small.session.events if e.role == "system"]
     assert len(notes) == 1 and "nearly fills the context window (2048 tokens)" in notes[0]

@@ -33,7 +33,9 @@ def test_version_is_fast_and_light() -> None:
         (["--context-window", "²"], "--context-window: '²' is not a whole number"),
         (["--bogus"], "unrecognized arguments"),
         (["--host", "ftp://x"], "--host"),
-        (["--server"], "reserved"),
+        # Headless server and remote client are out of scope (spec/core.md): not options.
+        (["--server"], "unrecognized arguments: --server"),
+        (["--connect", "http://x"], "unrecognized arguments: --connect http://x"),
     ],
 )
 def test_bad_options_exit_2_with_one_line(

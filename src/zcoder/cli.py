@@ -95,8 +95,6 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not run tool calls the model printed as text",
     )
-    a("--server", action="store_true", help=argparse.SUPPRESS)
-    a("--connect", metavar="URL", help=argparse.SUPPRESS)
     a("--version", action="version", version=f"zcoder {__version__}")
     return p
 
@@ -138,9 +136,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[:1] == ["agents"]:
         return _agents_main(args[1:])
     ns = build_parser().parse_args(args)
-    if ns.server or ns.connect:
-        sys.stderr.write("zcoder: --server/--connect are reserved and not available yet\n")
-        return 2
     # attrs costs tens of milliseconds to import: only once --version/--help are ruled out.
     from zcoder.config import load_config
     from zcoder.errors import ConfigError

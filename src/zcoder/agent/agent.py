@@ -118,9 +118,6 @@ class Agent:
         self._model = session.model or self._model
         self._granted = False
 
-    def set_sink(self, sink: TurnSink) -> None:
-        self._sink = sink
-
     @property
     def toolbox(self) -> Toolbox:
         return self._toolbox

@@ -9,7 +9,7 @@ refuse; the message becomes the result. Every result is capped at ``ctx.output_c
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -82,7 +82,7 @@ _TARGETS: dict[str, Callable[[Mapping[str, Any]], str]] = {
 
 
 class Toolbox:
-    """An ordered set of tools with unique names; immutable (derive new ones instead)."""
+    """An ordered set of tools with unique names; immutable (build another to change them)."""
 
     __slots__ = ("_tools",)
 
@@ -99,13 +99,6 @@ class Toolbox:
 
     def names(self) -> list[str]:
         return list(self._tools)
-
-    def with_tools(self, extra: Sequence[Tool]) -> Toolbox:
-        """A new toolbox with ``extra`` appended (names must stay unique)."""
-        return Toolbox([*self._tools.values(), *extra])
-
-    def without(self, names: Collection[str]) -> Toolbox:
-        return Toolbox([tool for tool in self._tools.values() if tool.spec.name not in names])
 
     def target_of(self, name: str, arguments: Mapping[str, Any]) -> str:
         """A short one-line target for a tool card: a path, a command, a query..."""

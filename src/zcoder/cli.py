@@ -19,7 +19,7 @@ from zcoder.defaults import DEFAULT_HOST, DEFAULT_MODEL
 if TYPE_CHECKING:
     from zcoder.config import RawOptions
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "parse_options"]
 
 _EPILOG = """\
 commands:
@@ -132,17 +132,23 @@ def _raw_options(ns: argparse.Namespace) -> RawOptions:
     )
 
 
+def parse_options(args: Sequence[str]) -> RawOptions:
+    """The flags of ``zcoder [OPTIONS]`` as given (``SystemExit(2)`` with one line for a bad
+    one; ``--help`` and ``--version`` exit 0). Validating them is ``load_config``'s job."""
+    return _raw_options(build_parser().parse_args(list(args)))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["agents"]:
         return _agents_main(args[1:])
-    ns = build_parser().parse_args(args)
+    opts = parse_options(args)
     # attrs costs tens of milliseconds to import: only once --version/--help are ruled out.
     from zcoder.config import load_config
     from zcoder.errors import ConfigError
 
     try:
-        config = load_config(_raw_options(ns), os.environ)
+        config = load_config(opts, os.environ)
     except ConfigError as exc:
         sys.stderr.write(f"zcoder: {exc}\n")
         return 2

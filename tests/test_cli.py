@@ -33,7 +33,9 @@ def test_version_is_fast_and_light() -> None:
         (["--context-window", "²"], "--context-window: '²' is not a whole number"),
         (["--bogus"], "unrecognized arguments"),
         (["--host", "ftp://x"], "--host"),
-        (["--server"], "reserved"),
+        # Headless server and remote client are out of scope (spec/core.md): not options.
+        (["--server"], "unrecognized arguments: --server"),
+        (["--connect", "http://x"], "unrecognized arguments: --connect http://x"),
     ],
 )
 def test_bad_options_exit_2_with_one_line(
@@ -91,10 +93,9 @@ def test_bad_model_bounds_exit_2_with_one_line(
 
 
 def test_model_bound_flags_reach_the_config() -> None:
-    from zcoder.cli import _raw_options, build_parser
+    from zcoder.cli import parse_options
 
-    ns = build_parser().parse_args(
+    raw = parse_options(
         ["--temperature", "0.2", "--max-output-tokens", "512", "--no-text-tool-calls"]
     )
-    raw = _raw_options(ns)
     assert (raw.temperature, raw.max_output_tokens, raw.no_text_tool_calls) == ("0.2", "512", True)

@@ -248,3 +248,18 @@ def test_the_api_key_is_read_but_never_shown(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         _load(tmp_path, {"ZCODER_API_KEY": "sk-1\nInjected: yes"})
     assert str(info.value) == "ZCODER_API_KEY: contains spaces or control characters"
+
+
+def test_the_approval_guard_is_milliseconds_from_the_environment(tmp_path: Path) -> None:
+    def guard(env: dict[str, str]) -> float:
+        return load_config(RawOptions(workspace=str(tmp_path)), env).approval_guard
+
+    assert guard({}) == 0.3 and guard({"ZCODER_APPROVAL_GUARD_MS": ""}) == 0.3
+    assert guard({"ZCODER_APPROVAL_GUARD_MS": "0"}) == 0.0
+    assert guard({"ZCODER_APPROVAL_GUARD_MS": "1500"}) == 1.5
+    for bad in ("-1", "0.5", "1e3", "10001", "٣", "fast"):
+        with pytest.raises(ConfigError) as info:
+            guard({"ZCODER_APPROVAL_GUARD_MS": bad})
+        assert str(info.value) == (
+            f"ZCODER_APPROVAL_GUARD_MS: {bad!r} is not a whole number from 0 to 10000"
+        )

@@ -41,6 +41,7 @@ FLOORS: dict[str, int] = {
     "zcoder.app": 5,
     "zcoder.oneshot": 5,
     "zcoder.oneshot_io": 5,
+    "zcoder.prepare": 5,
     "zcoder.agents_cmd": 5,
     "zcoder.cli": 6,
     "zcoder.__main__": 6,

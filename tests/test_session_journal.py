@@ -25,8 +25,7 @@ def store(tmp_path: Path) -> Iterator[SessionStore]:
     ws.mkdir(exist_ok=True)
     s = SessionStore(tmp_path / "zhome", ws, "coding")
     yield s
-    for sid in list(s._locks):
-        s._release_id(sid)
+    s.close()
 
 
 def _reopen(store: SessionStore, s: Session) -> Session:

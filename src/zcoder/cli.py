@@ -19,7 +19,7 @@ from zcoder.defaults import DEFAULT_HOST, DEFAULT_MODEL
 if TYPE_CHECKING:
     from zcoder.config import RawOptions
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "parse_options"]
 
 _EPILOG = """\
 commands:
@@ -37,7 +37,8 @@ environment:
   ZCODER_RELAY (on|off|paused), ZCODER_RELAY_DIR, ZCODER_RELAY_MAX_BYTES,
   ZCODER_RELAY_MAX_MESSAGE_CHARS, ZCODER_RELAY_MAX_QUEUE, ZCODER_RELAY_IO_TIMEOUT,
   ZCODER_TEMPERATURE, ZCODER_MAX_OUTPUT_TOKENS, ZCODER_FIRST_TOKEN_TIMEOUT (s, default 300),
-  ZCODER_STALL_TIMEOUT (s, default 60), ZCODER_TEXT_TOOL_CALLS (on|off).
+  ZCODER_STALL_TIMEOUT (s, default 60), ZCODER_TEXT_TOOL_CALLS (on|off),
+  ZCODER_APPROVAL_GUARD_MS (default 300).
   Flags override the environment.
 """
 
@@ -95,8 +96,6 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not run tool calls the model printed as text",
     )
-    a("--server", action="store_true", help=argparse.SUPPRESS)
-    a("--connect", metavar="URL", help=argparse.SUPPRESS)
     a("--version", action="version", version=f"zcoder {__version__}")
     return p
 
@@ -133,20 +132,23 @@ def _raw_options(ns: argparse.Namespace) -> RawOptions:
     )
 
 
+def parse_options(args: Sequence[str]) -> RawOptions:
+    """The flags of ``zcoder [OPTIONS]`` as given (``SystemExit(2)`` with one line for a bad
+    one; ``--help`` and ``--version`` exit 0). Validating them is ``load_config``'s job."""
+    return _raw_options(build_parser().parse_args(list(args)))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["agents"]:
         return _agents_main(args[1:])
-    ns = build_parser().parse_args(args)
-    if ns.server or ns.connect:
-        sys.stderr.write("zcoder: --server/--connect are reserved and not available yet\n")
-        return 2
+    opts = parse_options(args)
     # attrs costs tens of milliseconds to import: only once --version/--help are ruled out.
     from zcoder.config import load_config
     from zcoder.errors import ConfigError
 
     try:
-        config = load_config(_raw_options(ns), os.environ)
+        config = load_config(opts, os.environ)
     except ConfigError as exc:
         sys.stderr.write(f"zcoder: {exc}\n")
         return 2

@@ -47,6 +47,7 @@ RELAY_MODES: tuple[RelayMode, ...] = ("on", "off", "paused")
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
 DEFAULT_FIRST_TOKEN_TIMEOUT = 300.0
 DEFAULT_STALL_TIMEOUT = 60.0
+DEFAULT_APPROVAL_GUARD_MS = 300
 Api = Literal["ollama", "openai"]
 APIS: tuple[Api, ...] = ("ollama", "openai")
 _HOST_RE = re.compile(
@@ -131,6 +132,9 @@ class Config:
     # The model is zcoder's default (neither -m nor ZCODER_MODEL): an OpenAI-compatible
     # server's own model may replace it.
     model_default: bool = False
+    # Seconds an approval question must be on screen, and the user must have paused,
+    # before a key approves it (ZCODER_APPROVAL_GUARD_MS); denying is never held back.
+    approval_guard: float = DEFAULT_APPROVAL_GUARD_MS / 1000
 
 
 def normalize_host(value: str) -> str:
@@ -333,6 +337,13 @@ def _model_bounds(opts: RawOptions, env: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
+def _approval_guard(env: Mapping[str, str]) -> float:
+    raw = env.get("ZCODER_APPROVAL_GUARD_MS")
+    if not raw:
+        return DEFAULT_APPROVAL_GUARD_MS / 1000
+    return _int("ZCODER_APPROVAL_GUARD_MS", raw, 0, 10_000) / 1000
+
+
 def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
     """Merge flags over environment over defaults, validating every value; an error names
     the flag or the environment variable the bad value came from."""
@@ -368,4 +379,5 @@ def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
         api_key=_api_key(env),
         autodetect=raw_host is None,
         model_default=not (opts.model or env.get("ZCODER_MODEL")),
+        approval_guard=_approval_guard(env),
     )

@@ -5,26 +5,25 @@ approvals are asked on ``/dev/tty`` (denied when there is none). Exit status: 0 
 model answered or finished with ``complete``; 1 for a model or transport error, no model
 server found (no host configured, none detected), a session that cannot be opened, and for
 a turn that ended ``blocked``, at its step limit or stopped by loop detection (the task was
-not done); 130 on Ctrl-C (SIGINT) and 143 on SIGTERM, after
-the history is made consistent and saved.
+not done); 2 for a ``--debug-log`` file that cannot be written; 130 on Ctrl-C (SIGINT) and
+143 on SIGTERM, after the history is made consistent and saved. The session and the log are
+set up by ``prepare_run``, as in the interactive app.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import sys
-from pathlib import Path
 
 import trio
 
 from zcoder.agent.agent import Agent, TurnOutcome, TurnRequest
 from zcoder.agent.connect import choose_server, make_client
 from zcoder.config import Config
-from zcoder.errors import SessionError
-from zcoder.logfile import install_log
+from zcoder.errors import ConfigError, SessionError
 from zcoder.oneshot_io import StreamSink, TtyApprover
+from zcoder.prepare import PreparedRun, prepare_run, take_server_choice
 from zcoder.session import Session, SessionStore
 from zcoder.tools.registry import Toolbox, core_tools
 from zcoder.visible import escape_controls
@@ -40,25 +39,21 @@ def exit_status(outcome: TurnOutcome) -> int:
 
 def run_oneshot(config: Config) -> int:
     """Run the turn of ``config.prompt``; return the process exit status."""
-    if not _open_log(config.debug_log):
-        return 2
     try:
-        return trio.run(_main, config)
+        run = prepare_run(config)
+    except ConfigError as exc:
+        sys.stderr.write(f"zcoder: {escape_controls(str(exc))}\n")
+        return 2
+    except SessionError as exc:
+        sys.stderr.write(f"zcoder: {escape_controls(str(exc))}\n")
+        return 1
+    try:
+        return trio.run(_main, config, run)
     except KeyboardInterrupt:  # Ctrl-C before the turn could take it over
         return 130
     finally:
+        run.store.release(run.session)
         _quiet_broken_stdout()
-
-
-def _open_log(path: Path | None) -> bool:
-    """``--debug-log FILE``: everything logged at DEBUG goes to FILE; without it, nowhere
-    (stderr carries the turn's own lines, never a log record)."""
-    try:
-        install_log(path, level=logging.DEBUG if path else logging.WARNING)
-    except OSError as exc:
-        sys.stderr.write(f"zcoder: --debug-log: cannot write {path}: {exc.strerror or exc}\n")
-        return False
-    return True
 
 
 def _quiet_broken_stdout() -> None:
@@ -71,31 +66,19 @@ def _quiet_broken_stdout() -> None:
         os.close(devnull)
 
 
-def _open_session(config: Config, store: SessionStore) -> Session | None:
-    try:
-        return store.open(config.resume) if config.resume else store.create(config.model)
-    except SessionError as exc:
-        sys.stderr.write(f"zcoder: {escape_controls(str(exc))}\n")
-        return None
-
-
-async def _main(config: Config) -> int:
+async def _main(config: Config, run: PreparedRun) -> int:
     choice = await choose_server(config)
-    if not choice.found:  # before any session exists: nothing is left behind
+    if not choice.found:  # no session file is written before a model answered
         sys.stderr.write(f"zcoder: {choice.line}\n")
         return 1
     if config.autodetect:
         sys.stderr.write(f"zcoder: {choice.line}\n")
     config = choice.config
-    store = SessionStore(config.home, config.workspace, config.profile)
-    session = _open_session(config, store)
-    if session is None:
-        return 1
+    take_server_choice(run, config)
     try:
-        return await _run(config, store, session)
+        return await _run(config, run.store, run.session)
     finally:
-        store.release(session)
-        sys.stderr.write(resume_hint(store, session))
+        sys.stderr.write(resume_hint(run.store, run.session))
 
 
 def resume_hint(store: SessionStore, session: Session) -> str:
@@ -120,8 +103,6 @@ async def _run(config: Config, store: SessionStore, session: Session) -> int:
             session=session,
             sink=sink,
         )
-        if config.model_flag and agent.model != config.model:
-            agent.set_model(config.model)  # -m now wins over the resumed session's model
         async with trio.open_nursery() as nursery:
             await nursery.start(_stop_on_signals, agent, caught)
             outcome = await agent.run_turn(TurnRequest("user", config.prompt))

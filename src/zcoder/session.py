@@ -193,6 +193,13 @@ class SessionStore:
         """Unlock the session (idempotent). Unsaved changes are not written."""
         self._release_id(session.id)
 
+    def close(self) -> None:
+        """Release every session this store holds (idempotent)."""
+        with self._mutex:
+            held = list(self._locks)
+        for session_id in held:
+            self._release_id(session_id)
+
     def _release_id(self, session_id: str) -> None:
         with self._mutex:
             self._saved.pop(session_id, None)
@@ -209,10 +216,6 @@ class SessionStore:
         found = [self._summary(n[:-5]) for n in names if n.endswith(".json")]
         rows = [r for r in found if r is not None]
         return sorted(rows, key=lambda r: (r.updated_at, r.id), reverse=True)
-
-    def latest_id(self) -> str | None:
-        """The most recently saved readable session, if any."""
-        return next((r.id for r in self.list() if not r.problem), None)
 
     def _summary(self, sid: str) -> SessionSummary | None:
         if not _ID.fullmatch(sid):

@@ -70,11 +70,12 @@ def make_rig(
     replies: Sequence[Reply],
     *answers: Answer,
     toolbox: FakeToolbox | None = None,
+    approver: FakeApprover | None = None,
     **config: Any,
 ) -> Rig:
     client = ScriptedClient(replies)
     box = toolbox or FakeToolbox()
-    approver = FakeApprover(*answers)
+    approver = approver or FakeApprover(*answers)
     store = FakeStore()
     session = FakeSession(workspace=tmp_path)
     sink = RecordingSink()
@@ -565,8 +566,8 @@ async def test_cancel_while_waiting_for_approval(tmp_path: Path) -> None:
             await trio.sleep_forever()
             raise AssertionError
 
-    rig = make_rig(tmp_path, [tools(call("run_command", command="ls"))])
-    rig.agent._approver = Stuck()  # the approval line stays open until Escape
+    # The approval line stays open until Escape.
+    rig = make_rig(tmp_path, [tools(call("run_command", command="ls"))], approver=Stuck())
     async with trio.open_nursery() as nursery:
         nursery.start_soon(
             _cancel_when,

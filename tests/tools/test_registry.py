@@ -54,21 +54,15 @@ def test_core_tools_order_and_specs() -> None:
         assert len(spec.description) > 60
 
 
-def test_derived_toolboxes() -> None:
-    toolbox = Toolbox(core_tools())
+def test_tool_names_are_unique() -> None:
     relay = fake_tool("send_agent_message", ToolResult("sent"))
-    more = toolbox.with_tools([relay])
-    assert more.names() == [*CORE, "send_agent_message"]
-    assert toolbox.names() == CORE
-    assert more.without({"run_command", "send_agent_message"}).names() == [
-        n for n in CORE if n != "run_command"
-    ]
+    assert Toolbox([*core_tools(), relay]).names() == [*CORE, "send_agent_message"]
     with pytest.raises(ValueError, match="duplicate tool name: finish"):
-        toolbox.with_tools([fake_tool("finish", ToolResult("x"))])
+        Toolbox([*core_tools(), fake_tool("finish", ToolResult("x"))])
 
 
 def test_targets() -> None:
-    toolbox = Toolbox(core_tools()).with_tools([fake_tool("send_agent_message", None)])
+    toolbox = Toolbox([*core_tools(), fake_tool("send_agent_message", None)])
     patch = "--- a/x.py\n+++ b/x.py\n@@\n-a\n+b\n--- /dev/null\n+++ b/new.py\n@@\n+c\n"
     cases: list[tuple[str, dict[str, Any], str]] = [
         ("list_files", {}, "."),

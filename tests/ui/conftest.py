@@ -34,7 +34,11 @@ class PtyDirs:
 
 
 class Launch:
-    """Starts zcoder (or any argv) in a pty; every app started is terminated at teardown."""
+    """Starts zcoder (or any argv) in a pty; every app started is terminated at teardown.
+
+    The approval guard is off (``ZCODER_APPROVAL_GUARD_MS=0``) unless a test asks for it:
+    a test answers a question as soon as it is on screen instead of sleeping for the guard.
+    """
 
     def __init__(self, dirs: PtyDirs) -> None:
         self.dirs = dirs
@@ -52,6 +56,7 @@ class Launch:
             "ZCODER_RELAY_DIR": str(self.dirs.relay),
             "OLLAMA_HOST": host,
             "ZCODER_MODEL": model,
+            "ZCODER_APPROVAL_GUARD_MS": "0",
             **extra,
         }
 
@@ -61,12 +66,17 @@ class Launch:
         *args: str,
         model: str = DEFAULT_MODEL,
         warmup: bool = False,
+        guard: bool = False,
         env: Mapping[str, str] | None = None,
     ) -> PtyApp:
+        """``guard=True``: the approval guard at its default (the variable unset)."""
         argv = [sys.executable, "-m", "zcoder", "-w", str(self.dirs.workspace), *args]
         if not warmup:
             argv.append("--no-warmup")
-        return self.argv(argv, env=self.env(host, model, env or {}))
+        full = self.env(host, model, env or {})
+        if guard:
+            del full["ZCODER_APPROVAL_GUARD_MS"]
+        return self.argv(argv, env=full)
 
     def argv(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None) -> PtyApp:
         n = len(self.apps)

@@ -366,7 +366,7 @@ def test_keys_before_a_question_never_answer_it() -> None:
     async def body(h: Harness) -> None:
         h.keys("go\r")
         await h.until(lambda: h.terminal.approval.is_open)
-        await h.until(lambda: h.terminal.approval._shown_at is not None)
+        await h.until(lambda: h.terminal.approval.shown)
         h.keys("y")  # the clock has not moved: the question was not seen yet
         await h.until(lambda: h.terminal.approval.ignored == 1)
         assert h.terminal.status.state == "waiting_approval"

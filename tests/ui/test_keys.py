@@ -9,6 +9,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 from prompt_toolkit.formatted_text import StyleAndTextTuples
@@ -213,6 +214,28 @@ async def test_a_key_counts_only_after_the_question_is_seen_and_a_pause() -> Non
         assert line.press("a")
     assert answers == ["a"]
     assert not line.is_open
+
+
+async def test_a_configured_guard_replaces_the_default() -> None:
+    """With no guard (``ZCODER_APPROVAL_GUARD_MS=0``) a key answers once the question is
+    drawn, never before; a longer guard holds a key back for that long."""
+    request = ApprovalRequest("command", "make", ("y", "n"), cwd="/w")
+    for guard, wait, answered in ((0.0, 0.0, True), (1.0, GUARD + 0.01, False)):
+        clock = FakeClock()
+        line = ApprovalLine(lambda f: f(), lambda: None, clock, guard=guard)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(line.ask, request)
+            await trio.testing.wait_all_tasks_blocked()
+            line.note_key()
+            assert not line.press("y")  # not drawn yet: no guard lets that answer
+            line.mark_rendered()
+            clock.now += wait
+            line.note_key()
+            assert line.press("y") is answered
+            if not answered:
+                line.press("escape")
+    with pytest.raises(ValueError, match="must be 0 or more"):
+        ApprovalLine(lambda f: f(), lambda: None, FakeClock(), guard=-0.1)
 
 
 async def test_escape_and_n_deny_at_once_and_unoffered_choices_do_nothing() -> None:

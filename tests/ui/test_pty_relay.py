@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +91,6 @@ def send_from(a: Agent, target: str, message: str, prompt: str) -> None:
     a.fake.set_script(script(send_call(target, message), text_response("Sent it.")))
     submit(a.app, prompt)
     a.app.wait_for(APPROVAL_QUESTION, where="screen")
-    time.sleep(0.4)  # the app ignores keys until a question has been visible for 0.3 s
     a.app.send("y")
 
 
@@ -122,7 +120,6 @@ def test_one_instance_hands_a_task_to_another(
     assert f"send a message to beta (pid {b.app.app_pid}, {b.workspace}) · {b_id}" in question
     assert "· ready" in question  # the state the ping just reported
     assert task in question
-    time.sleep(0.4)
     a.app.send("y")
     a.app.wait_for("accepted (queue position 1) by beta")
     a.app.wait_for("Sent it.")
@@ -167,7 +164,6 @@ def test_a_busy_receiver_queues_and_a_paused_one_refuses(
     a.app.wait_for("accepted (queue position 1) by beta")
     wait_status(b.app, "relay on (1 waiting)")
     assert len(b.fake.chat_requests()) == 1  # nothing starts while the local turn runs
-    time.sleep(0.4)  # the question guard
     b.app.send("y")
     b.app.wait_for("Queued one done.")  # after the local turn, not during it
     requests = wait_requests(b.fake, 3)

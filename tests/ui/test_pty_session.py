@@ -147,6 +147,28 @@ def test_ctrl_d_exits_cleanly_with_resume_hint(
     assert messages_of(request, "assistant") == ["Noted."]
 
 
+def test_m_switches_a_resumed_session_to_that_model(
+    launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs
+) -> None:
+    """``-m NAME --resume ID`` runs the resumed session on NAME, as one-shot mode does."""
+    replies = script(text_response("Noted."), text_response("On llama."))
+    fake = start_fake({**replies, "models": [DEFAULT_MODEL, OTHER_MODEL]})
+    app = launch.zcoder(fake.url)
+    wait_ready(app)
+    submit(app, "remember this")
+    app.wait_for("Noted.")
+    app.press("ctrl-d")
+    assert app.wait_exit() == 0
+    sid = _assert_clean_exit(app, pty_dirs).split()[-1]
+    again = launch.zcoder(fake.url, "-m", OTHER_MODEL, "--resume", sid)
+    wait_status(again, OTHER_MODEL, "remember this")
+    submit(again, "and now")
+    again.wait_for("On llama.")
+    _, request = wait_requests(fake, 2)
+    assert request["model"] == OTHER_MODEL
+    assert messages_of(request, "user") == ["remember this", "and now"]
+
+
 def test_sigterm_exits_cleanly(launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs) -> None:
     fake = start_fake(script(text_response("Noted.")))
     app = launch.zcoder(fake.url)

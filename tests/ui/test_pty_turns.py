@@ -37,10 +37,9 @@ STOP_MARKER = "Response generation stopped by user"
 
 
 def wait_question(app: PtyApp, command: str) -> None:
-    """Wait for the approval question, then pause like a person reading it would."""
+    """Wait for the approval question (the launch turned the guard off: no pause needed)."""
     app.wait_for(command, where="screen")
     app.wait_for(APPROVAL_QUESTION, where="screen")
-    time.sleep(0.4)  # the app ignores keys until a question has been visible for 0.3 s
 
 
 def history_text(request: dict[str, object]) -> str:
@@ -186,7 +185,7 @@ def test_approval_keys_typed_early_do_not_answer(
     command = "echo EARLY > early.txt"
     asks = command_response(command, delay=0.5, say="Let me check.")
     fake = start_fake(script(asks, text_response("Denied, fine.")))
-    app = launch.zcoder(fake.url)
+    app = launch.zcoder(fake.url, guard=True)  # the one pty test of the guard's default
     wait_ready(app)
     submit(app, "do the early thing")
     _type_into_question(app, burst)

@@ -117,9 +117,6 @@ class Agent:
         self._conversation = Conversation(session)
         self._model = session.model or self._model
 
-    def set_sink(self, sink: TurnSink) -> None:
-        self._sink = sink
-
     @property
     def toolbox(self) -> Toolbox:
         return self._toolbox

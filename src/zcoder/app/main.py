@@ -28,8 +28,8 @@ from zcoder.agent.connect import ServerChoice, choose_server, describe, make_cli
 from zcoder.app.backend import AgentBackend
 from zcoder.commands import complete
 from zcoder.config import Config
-from zcoder.errors import SessionError
-from zcoder.logfile import install_log
+from zcoder.errors import ConfigError, SessionError
+from zcoder.prepare import prepare_run
 from zcoder.runtime import open_runtime_dir
 from zcoder.session import Session, SessionStore
 from zcoder.ui.backend import Unrun
@@ -63,19 +63,18 @@ class _Exit:
 
 def run_app(config: Config) -> int:
     """Run the interactive app until the user leaves; return the exit status."""
-    store = SessionStore(config.home, config.workspace, config.profile)
-    try:
-        session = store.open(config.resume) if config.resume else store.create(config.model)
-    except SessionError as exc:
-        sys.stderr.write(f"zcoder: {visible_text(str(exc))}\n")
-        return 1
-    state = _Exit(session_id=session.id)
     with open_runtime_dir() as runtime_dir:
-        if not _setup_logging(config, runtime_dir):
-            store.release(session)
-            return 2
         try:
-            asyncio.run(_host_main(config, store, session, state, runtime_dir))
+            run = prepare_run(config, warnings_to=runtime_dir / "zcoder.log")
+        except ConfigError as exc:
+            sys.stderr.write(f"zcoder: {visible_text(str(exc))}\n")
+            return 2
+        except SessionError as exc:
+            sys.stderr.write(f"zcoder: {visible_text(str(exc))}\n")
+            return 1
+        state = _Exit(session_id=run.session.id)
+        try:
+            asyncio.run(_host_main(config, run.store, run.session, state, runtime_dir))
         except BaseException as exc:  # the terminal is restored by now
             state.crash = state.crash or exc
     return _report(state)
@@ -111,24 +110,6 @@ def _dropped_lines(dropped: list[Unrun]) -> str:
         task = shorten(one_line(u.task), 60)
         lines.append(f"  from {visible_text(one_line(u.sender))}: {visible_text(task)}")
     return "\n".join(lines) + "\n"
-
-
-def _setup_logging(config: Config, runtime_dir: Path) -> bool:
-    """Log to a file, never the terminal; False (said on stderr) when ``--debug-log`` fails."""
-    if config.debug_log is not None:
-        try:
-            install_log(config.debug_log, level=logging.DEBUG)
-        except OSError as exc:
-            sys.stderr.write(
-                f"zcoder: --debug-log: cannot write {config.debug_log}: {exc.strerror or exc}\n"
-            )
-            return False
-        return True
-    try:
-        install_log(runtime_dir / "zcoder.log", level=logging.WARNING)
-    except OSError:  # a full runtime disk: the app still runs, its warnings are lost
-        install_log(None, level=logging.WARNING)
-    return True
 
 
 async def _host_main(
@@ -217,6 +198,7 @@ async def _run_root(
         schedule=token.run_sync_soon,
         complete=completions,
         history=PromptHistory(config.home / "history"),
+        approval_guard=config.approval_guard,
     )
     controller = Controller(terminal, backend, warmup=config.warmup)
     backend.attach(approver=terminal.approval, sink=controller)

@@ -12,7 +12,7 @@ or ``WorkspaceError`` to refuse; the message becomes the result. Every result is
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -94,7 +94,7 @@ class CheckedCall:
 
 
 class Toolbox:
-    """An ordered set of tools with unique names; immutable (derive new ones instead)."""
+    """An ordered set of tools with unique names; immutable (build another to change them)."""
 
     __slots__ = ("_tools",)
 
@@ -111,13 +111,6 @@ class Toolbox:
 
     def names(self) -> list[str]:
         return list(self._tools)
-
-    def with_tools(self, extra: Sequence[Tool]) -> Toolbox:
-        """A new toolbox with ``extra`` appended (names must stay unique)."""
-        return Toolbox([*self._tools.values(), *extra])
-
-    def without(self, names: Collection[str]) -> Toolbox:
-        return Toolbox([tool for tool in self._tools.values() if tool.spec.name not in names])
 
     def target_of(self, name: str, arguments: Mapping[str, Any]) -> str:
         """A short one-line target for a tool card: a path, a command, a query..."""

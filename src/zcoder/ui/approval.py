@@ -1,10 +1,12 @@
 """The approval line: the app's ``Approver``, drawn above the input.
 
 A question must be answered by a key pressed *for it*. So a key counts only when the
-question has been on screen for ``GUARD`` seconds and the user paused for ``GUARD`` before
-pressing it: a typing burst that runs into a new question (``...any`` hitting ``a``) never
-answers, and neither does an Escape still waiting for its timeout. Denying needs no pause
-(it is always safe): Escape and Ctrl-C deny at once.
+question has been on screen for the guard time and the user paused as long before pressing
+it: a typing burst that runs into a new question (``...any`` hitting ``a``) never answers,
+and neither does an Escape still waiting for its timeout. Denying needs no pause (it is
+always safe): Escape and Ctrl-C deny at once. The guard time is ``GUARD`` (300 ms) unless
+the app passes the configured one (``ZCODER_APPROVAL_GUARD_MS``; 0 still requires the
+question to have been drawn).
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.utils import get_cwidth
 
 from zcoder.approval import Answer, ApprovalRequest
+from zcoder.config import DEFAULT_APPROVAL_GUARD_MS
 from zcoder.ui.render import indent
 from zcoder.ui.text import one_line, visible
 from zcoder.ui.wrap import fit, wrap_fragments, wrap_line
 
 __all__ = ["GUARD", "ApprovalLine", "count_rows", "full_text"]
 
-GUARD = 0.3
+GUARD = DEFAULT_APPROVAL_GUARD_MS / 1000  # seconds
 _CHOICE_TEXT: dict[str, str] = {
     "y": "yes, once",
     "a": "yes, and allow all commands in this conversation",
@@ -47,7 +50,11 @@ class ApprovalLine:
         on_change: Callable[[], None],
         clock: Callable[[], float] = time.monotonic,
         print_full: Callable[[StyleAndTextTuples], None] | None = None,
+        guard: float = GUARD,
     ) -> None:
+        if guard < 0:
+            raise ValueError(f"the approval guard is {guard} s; it must be 0 or more")
+        self._guard = guard
         self._schedule = schedule
         self._print_full = print_full
         self._printed = False
@@ -65,6 +72,11 @@ class ApprovalLine:
     @property
     def is_open(self) -> bool:
         return self.request is not None and self._answer is None
+
+    @property
+    def shown(self) -> bool:
+        """Whether the open question has been drawn (its guard time is running)."""
+        return self._shown_at is not None
 
     async def ask(self, request: ApprovalRequest) -> Answer:
         if self.request is not None:
@@ -105,8 +117,8 @@ class ApprovalLine:
             self._on_change()
             return False
         now = self._clock()
-        settled = self._shown_at is not None and now - self._shown_at >= GUARD
-        if answer != "n" and (not settled or now - self._prev_key < GUARD):
+        settled = self._shown_at is not None and now - self._shown_at >= self._guard
+        if answer != "n" and (not settled or now - self._prev_key < self._guard):
             self.ignored += 1
             self._on_change()
             return False

@@ -32,7 +32,7 @@ from prompt_toolkit.layout.processors import AfterInput, ConditionalProcessor
 from prompt_toolkit.output import Output
 
 from zcoder.commands import find
-from zcoder.ui.approval import ApprovalLine, count_rows
+from zcoder.ui.approval import GUARD, ApprovalLine, count_rows
 from zcoder.ui.events import CancelTurn, ExitRequest, Submit, UiEvent
 from zcoder.ui.keys import KEY_TIMEOUT, SEQUENCE_TIMEOUT, build_key_bindings
 from zcoder.ui.ptk_compat import install_shift_enter, redraw_now, write_now
@@ -92,11 +92,14 @@ class Terminal:
         input: Input | None = None,
         output: Output | None = None,
         clock: Callable[[], float] = time.monotonic,
+        approval_guard: float = GUARD,
     ) -> None:
         self.status = status
         self._post = post
         self.turn_running = False
-        self.approval = ApprovalLine(schedule, self.invalidate, clock, self.print_above)
+        self.approval = ApprovalLine(
+            schedule, self.invalidate, clock, self.print_above, guard=approval_guard
+        )
         self.view = TranscriptView(self.print_above, self.width)
         self._pending: list[StyleAndTextTuples] = []
         self._flush_handle: asyncio.Handle | None = None

@@ -69,7 +69,12 @@ class Instance:
 
 
 async def start(
-    nursery: trio.Nursery, root: Path, name: str, *answers: Any, **changes: Any
+    nursery: trio.Nursery,
+    root: Path,
+    name: str,
+    *answers: Any,
+    follow: bool = True,
+    **changes: Any,
 ) -> Instance:
     workspace = root / name
     workspace.mkdir()
@@ -92,7 +97,8 @@ async def start(
     instance = Instance(backend, client, approver, sink, [])
     problem = await backend.start_relay(nursery)
     assert problem == "", problem
-    nursery.start_soon(follow_relay, backend, instance.changes)
+    if follow:
+        nursery.start_soon(follow_relay, backend, instance.changes)
     return instance
 
 

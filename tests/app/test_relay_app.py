@@ -59,11 +59,22 @@ class Instance:
         return self.backend.relay.service.status().instance_id if self.backend.relay.service else ""
 
     def tool_names(self) -> list[str]:
+        self.backend.sync_relay()  # as the worker would have by now
         return self.backend.agent.toolbox.names()
+
+    def errors(self) -> list[str]:
+        """The error lines shown, once the worker took in the relay's last change."""
+        self.backend.sync_relay()
+        return [e.text for e in self.sink.entries() if e.role == "error"]
 
 
 async def start(
-    nursery: trio.Nursery, root: Path, name: str, *answers: Any, **changes: Any
+    nursery: trio.Nursery,
+    root: Path,
+    name: str,
+    *answers: Any,
+    follow: bool = True,
+    **changes: Any,
 ) -> Instance:
     workspace = root / name
     workspace.mkdir()
@@ -73,13 +84,30 @@ async def start(
     config = make_config(workspace, **changes)
     client = ScriptedClient([text("ok")])
     store, session = FakeStore(), FakeSession(workspace)
-    backend = AgentBackend(config, cast(Any, store), cast(Any, session), cast(Any, client), runtime)
     approver, sink = FakeApprover(*answers), RecordingSink()
-    backend.attach(approver=approver, sink=sink)
+    backend = AgentBackend(
+        config,
+        cast(Any, store),
+        cast(Any, session),
+        cast(Any, client),
+        runtime,
+        approver=approver,
+        sink=sink,
+    )
     instance = Instance(backend, client, approver, sink, [])
-    problem = await backend.start_relay(nursery, lambda: instance.changes.append(1))
+    problem = await backend.start_relay(nursery)
     assert problem == "", problem
+    if follow:
+        nursery.start_soon(follow_relay, backend, instance.changes)
     return instance
+
+
+async def follow_relay(backend: AgentBackend, changes: list[int]) -> None:
+    """What the worker does with the relay's changes (``TurnWorker._follow_relay``)."""
+    while True:
+        await backend.wait_relay_change()
+        backend.sync_relay()
+        changes.append(1)
 
 
 @asynccontextmanager
@@ -243,10 +271,11 @@ async def test_model_and_state_changes_refresh_the_manifest(short_tmp: Path) -> 
 async def test_shutdown_removes_the_files_and_the_tools(short_tmp: Path) -> None:
     async with pair(short_tmp) as (_, b):
         assert len(os.listdir(short_tmp / "agents")) == 4
-        changes_before = len(b.changes)
     assert os.listdir(short_tmp / "agents") == []
+    with trio.fail_after(1):  # the worker (cancelled with the relay here) would be told
+        await b.backend.wait_relay_change()
+    b.backend.sync_relay()
     assert b.tool_names() == CORE and b.backend.relay_status()[0] == "unavailable"
-    assert len(b.changes) > changes_before
     assert os.listdir(short_tmp / "rt-beta") == []
 
 
@@ -298,15 +327,16 @@ async def test_an_unsafe_relay_dir_makes_the_relay_unavailable(short_tmp: Path) 
             cast(Any, FakeSession(workspace)),
             cast(Any, ScriptedClient([text("ok")])),
             runtime,
+            approver=FakeApprover(),
+            sink=RecordingSink(),
         )
-        backend.attach(approver=FakeApprover(), sink=RecordingSink())
-        seen: list[int] = []
-        problem = await backend.start_relay(nursery, lambda: seen.append(1))
+        problem = await backend.start_relay(nursery)
         assert problem == (
             f"relay directory '{unsafe}' has mode 0755; group and other permission bits must "
             f"be clear (0700) (fix: chmod 700 {unsafe})"
         )
-        assert seen  # the status bar was told
+        with trio.fail_after(1):  # the worker is told
+            await backend.wait_relay_change()
         assert backend.relay_status() == ("unavailable", 0)
         assert backend.relay_control("") == [f"Relay unavailable: {problem}"]
         assert "send_agent_message" not in backend.agent.toolbox.names()

@@ -23,7 +23,7 @@ from zcoder.relay import spool as spool_module
 
 
 def errors(instance: Instance) -> list[str]:
-    return [e.text for e in instance.sink.entries() if e.role == "error"]
+    return instance.errors()
 
 
 def spool_of(root: Path, name: str = "beta") -> Path:

@@ -63,10 +63,11 @@ async def receiver(nursery: trio.Nursery, root: Path, url: str) -> AsyncIterator
     config = make_config(workspace, model=MODEL, host=url, relay=RelaySettings(dir=root / "agents"))
     store = SessionStore(config.home, workspace, "coding")
     async with OllamaClient(url, stall=StallLimits(5, 5), connect_seconds=2) as client:
-        backend = AgentBackend(config, store, store.create(MODEL), client, runtime)
         sink = RecordingSink()
-        backend.attach(approver=_NoApprover(), sink=sink)
-        assert await backend.start_relay(nursery, lambda: None) == ""
+        backend = AgentBackend(
+            config, store, store.create(MODEL), client, runtime, approver=_NoApprover(), sink=sink
+        )
+        assert await backend.start_relay(nursery) == ""
         yield Receiver(backend, sink, runtime / "relay" / "inbox")
 
 

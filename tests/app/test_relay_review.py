@@ -29,7 +29,7 @@ async def test_a_receipt_that_cannot_be_written_neither_crashes_nor_runs_again(
         assert not b.backend.relay_waiting()
         assert await b.backend.run_relay_turn() is False
         assert len(b.client.requests) == 1
-        errors = [e.text for e in b.sink.entries() if e.role == "error"]
+        errors = b.errors()
         assert len(errors) == 1
         assert errors[0].startswith("Relay unavailable: the relay spool's done/ is not our own")
 

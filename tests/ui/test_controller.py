@@ -7,6 +7,7 @@ pytest-trio cannot host a guest run, so these are plain sync tests around ``asyn
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -16,13 +17,15 @@ from prompt_toolkit.formatted_text import StyleAndTextTuples, to_plain_text
 from prompt_toolkit.input import PipeInput, create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
+from zcoder.app.worker import RelayTurn, TurnWorker
 from zcoder.approval import ApprovalRequest
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import ZcoderError
-from zcoder.live import Entry, StateChange, TextDelta
+from zcoder.live import Entry, LiveEvent, StateChange, TextDelta, TurnSink
 from zcoder.ui.approval import ApprovalLine
 from zcoder.ui.backend import SessionRow, Unrun
 from zcoder.ui.controller import Controller
+from zcoder.ui.events import Intent, Show, UiEvent, WorkerEvent
 from zcoder.ui.status import Status, render_status
 from zcoder.ui.terminal import Terminal
 
@@ -48,7 +51,8 @@ class FakeBackend:
         self.model_down = False  # relayed turns fail before reaching the model
         self.held = False
         self.checks = 0
-        self.sink: Controller | None = None
+        self.sink: TurnSink | None = None
+        self._relay_change = trio.Event()
         self.approver: ApprovalLine | None = None
         self._scope: trio.CancelScope | None = None
 
@@ -119,6 +123,22 @@ class FakeBackend:
     def relay_waiting(self) -> bool:
         return bool(self.relayed) and not self.paused and not self.held
 
+    def changed(self) -> None:
+        """As the relay does on an accepted message: the worker looks again."""
+        self._relay_change.set()
+
+    async def wait_relay_change(self) -> None:
+        await self._relay_change.wait()
+        self._relay_change = trio.Event()
+
+    def sync_relay(self) -> None:
+        pass
+
+    def claim_relay(self) -> RelayTurn | None:
+        if not self.relayed:
+            return None
+        return RelayTurn("peer", self.run_relay_turn)
+
     def relay_waits_for_model(self) -> bool:
         return self.held and bool(self.relayed)
 
@@ -153,13 +173,25 @@ class FakeBackend:
         if action == "pause":
             self.paused = True
             return ["Relay paused."]
+        if action == "resume":
+            self.paused = False
+            return ["Relay resumed."]
         raise ZcoderError("the relay is not running in this instance")
+
+
+class ChannelSink:
+    def __init__(self, events: trio.MemorySendChannel[WorkerEvent]) -> None:
+        self.events = events
+
+    def emit(self, event: LiveEvent) -> None:
+        self.events.send_nowait(Show(event))
 
 
 @attrs.define
 class Harness:
     terminal: Terminal
     controller: Controller
+    worker: TurnWorker
     backend: FakeBackend
     inp: PipeInput
     printed: list[str]
@@ -169,6 +201,10 @@ class Harness:
 
     def keys(self, text: str) -> None:
         self.inp.send_text(text)
+
+    @property
+    def queue(self) -> list[str]:
+        return self.terminal.view.queued
 
     @property
     def output(self) -> str:
@@ -182,15 +218,19 @@ class Harness:
 
 
 def run(body: Callable[[Harness], Awaitable[None]], backend: FakeBackend, **kw: Any) -> Harness:
+    """The wiring of ``app/main.py``: keys -> controller -> intents -> worker -> events."""
     box: list[Harness] = []
 
     async def trio_main() -> None:
         token = trio.lowlevel.current_trio_token()
         clock = [1000.0]
+        keys_send, keys = trio.open_memory_channel[UiEvent](math.inf)
+        intents_send, intents = trio.open_memory_channel[Intent](math.inf)
+        events_send, events = trio.open_memory_channel[WorkerEvent](math.inf)
         with create_pipe_input() as inp:
             terminal = Terminal(
                 status=Status(model=backend.model, profile="coding"),
-                post=lambda ev: token.run_sync_soon(controller.post, ev),
+                post=lambda ev: token.run_sync_soon(keys_send.send_nowait, ev),
                 schedule=token.run_sync_soon,
                 input=inp,
                 output=DummyOutput(),
@@ -202,9 +242,10 @@ def run(body: Callable[[Harness], Awaitable[None]], backend: FakeBackend, **kw: 
                 printed.append(to_plain_text(fragments))
 
             terminal._write = capture  # type: ignore[method-assign]
-            controller = Controller(terminal, backend, **kw)
-            backend.sink, backend.approver = controller, terminal.approval
-            h = Harness(terminal, controller, backend, inp, printed, clock)
+            backend.sink, backend.approver = ChannelSink(events_send), terminal.approval
+            worker = TurnWorker(backend, intents, events_send, **kw)
+            controller = Controller(terminal, backend, keys, intents_send, events)
+            h = Harness(terminal, controller, worker, backend, inp, printed, clock)
             box.append(h)
 
             async def run_controller() -> None:
@@ -213,6 +254,7 @@ def run(body: Callable[[Harness], Awaitable[None]], backend: FakeBackend, **kw: 
 
             async with trio.open_nursery() as nursery:
                 await nursery.start(terminal.run)
+                await nursery.start(worker.run)
                 nursery.start_soon(run_controller)
                 await body(h)
                 nursery.cancel_scope.cancel()
@@ -270,14 +312,14 @@ def test_escape_cancels_the_turn_keeps_the_draft_and_returns_queued_prompts() ->
         h.keys("one\r")
         await h.until(lambda: h.terminal.turn_running)
         h.keys("two\r")
-        await h.until(lambda: h.controller.queue == ["two"])
+        await h.until(lambda: h.queue == ["two"])
         h.keys("draft")
         await h.until(lambda: h.terminal.buffer.text == "draft")
         h.keys("\x1b")
         await h.until(lambda: not h.controller.turn_active)
         assert h.backend.cancels == 1
         assert h.terminal.buffer.text == "two\ndraft"
-        assert h.controller.queue == []
+        assert h.queue == []
         assert h.terminal.status.state == "stopped"
         assert h.backend.turns == ["one"]
 
@@ -286,23 +328,22 @@ def test_escape_cancels_the_turn_keeps_the_draft_and_returns_queued_prompts() ->
     assert h.output.index("stopped by user") < h.output.index("queued prompts are back")
 
 
-def test_idle_only_commands_wait_but_help_works_during_a_turn() -> None:
+def test_idle_only_commands_wait_for_the_turn_but_help_works_during_it() -> None:
     async def body(h: Harness) -> None:
         h.keys("one\r")
         await h.until(lambda: h.terminal.turn_running)
         h.keys("/new\r")
-        await h.until(lambda: "/new cannot run during a turn" in h.output)
+        await h.until(lambda: h.queue == ["/new"])  # queued like a prompt, shown as such
         h.keys("/help\r")
         await h.until(lambda: "Commands:" in h.output)
         assert h.backend.new_sessions == 0
         h.backend.gate.set()
-        await h.until(lambda: not h.controller.turn_active)
-        h.keys("/new\r")
         await h.until(lambda: h.backend.new_sessions == 1)
         await h.until(lambda: "New session s9." in h.output)
 
     h = run(body, FakeBackend(), warmup=False)
     assert "/model [NAME]" in h.output and "Esc" in h.output
+    assert h.output.index("answer to one") < h.output.index("New session s9.")
 
 
 def test_an_argument_to_a_command_that_takes_none_is_refused_and_changes_nothing() -> None:
@@ -432,10 +473,10 @@ def test_a_waiting_relayed_message_runs_before_the_next_local_prompt() -> None:
         h.keys("one\r")
         await h.until(lambda: h.backend.turns == ["one"])
         h.keys("two\r")
-        await h.until(lambda: h.controller.queue == ["two"])
+        await h.until(lambda: h.queue == ["two"])
         h.backend.relayed.append("from a peer")
-        h.controller.wake()
-        assert h.terminal.status.relay_queued == 1
+        h.backend.changed()
+        await h.until(lambda: h.terminal.status.relay_queued == 1)
         h.backend.gate.set()
         await h.until(lambda: h.backend.turns == ["one", "relay: from a peer", "two"])
         await h.until(lambda: not h.controller.turn_active)
@@ -451,21 +492,59 @@ def test_escape_on_a_relayed_turn_holds_the_waiting_relayed_messages() -> None:
     backend.relayed.extend(["first", "second"])
 
     async def body(h: Harness) -> None:
-        h.controller.wake()
+        h.backend.changed()
         await h.until(lambda: h.backend.turns == ["relay: first"])
+        await h.until(lambda: h.terminal.status.relayed_from == "peer")
+        status = to_plain_text(render_status(h.terminal.status, 120))
+        assert "relayed from peer" in status and "New session" not in status
         h.keys("\x1b")
-        await h.until(lambda: h.backend.paused and not h.controller.turn_active)
+        await h.until(lambda: h.worker.held and not h.controller.turn_active)
+        # Held, not paused: the relay still accepts (and acknowledges) new messages.
+        assert not h.backend.paused
         assert h.backend.turns == ["relay: first"] and h.backend.relayed == ["second"]
-        assert (h.terminal.status.relay, h.terminal.status.relay_queued) == ("paused", 1)
+        await h.until(lambda: h.terminal.status.relay_hold)
+        assert "(1 waiting, held)" in to_plain_text(render_status(h.terminal.status, 120))
+        h.backend.relayed.append("third")  # accepted meanwhile: held too
+        h.backend.changed()
         h.keys("local\r")  # local prompts still run while relayed work is held
         await h.until(lambda: h.backend.turns == ["relay: first", "local"])
         h.backend.gate.set()
+        await h.until(lambda: not h.controller.turn_active)
+        assert h.backend.turns == ["relay: first", "local"]
+        h.backend.relay_gate = None
+        h.keys("/agents resume\r")
+        await h.until(lambda: h.backend.turns[-2:] == ["relay: second", "relay: third"])
+        assert not h.worker.held
 
     h = run(body, backend, warmup=False)
-    notice = "Relay paused: 1 more relayed message waits; /agents resume runs it (new"
-    assert notice in h.output
+    notice = "Relayed work held: 1 more relayed message waits; /agents resume runs it (new"
+    assert notice in flat(h.output)
     # Said after the stopped turn's own lines, not in the middle of them.
-    assert h.output.index("Relayed turn stopped.") < h.output.index(notice)
+    assert h.output.index("Relayed turn stopped.") < flat(h.output).index(notice)
+    assert "Relayed work runs again, in order." in h.output
+
+
+def test_a_prompt_queued_behind_relayed_messages_waits_for_at_most_one() -> None:
+    # Issue 8: three queued relays all ran before a prompt typed before the third arrived.
+    backend = FakeBackend()
+    backend.relay_gate = trio.Event()
+    backend.relayed.append("r1")
+
+    async def body(h: Harness) -> None:
+        h.backend.changed()
+        await h.until(lambda: h.backend.turns == ["relay: r1"])
+        h.backend.relayed.extend(["r2", "r3"])
+        h.backend.changed()
+        h.keys("mine\r")
+        await h.until(lambda: h.queue == ["mine"])
+        h.backend.gate.set()  # the local turn answers at once
+        first, h.backend.relay_gate = h.backend.relay_gate, None
+        assert first is not None
+        first.set()
+        await h.until(lambda: len(h.backend.turns) == 4)
+        assert h.backend.turns == ["relay: r1", "mine", "relay: r2", "relay: r3"]
+
+    run(body, backend, warmup=False)
 
 
 def test_quit_and_ctrl_d_end_the_controller() -> None:
@@ -488,10 +567,10 @@ def test_a_relayed_message_that_did_not_reach_the_model_waits_and_runs_later() -
     backend.relayed.append("from a peer")
 
     async def body(h: Harness) -> None:
-        h.controller.wake()
+        h.backend.changed()
         await h.until(lambda: h.backend.turns == ["unreached: from a peer"])
-        await h.until(lambda: not h.controller.turn_active)
-        assert h.terminal.status.relay_held and h.terminal.status.relay_queued == 1
+        await h.until(lambda: h.terminal.status.relay_held)
+        assert h.terminal.status.relay_queued == 1
         status = to_plain_text(render_status(h.terminal.status, 120))
         assert "relay on (1 waiting for the model)" in status
         h.keys("local\r")  # a local prompt still runs meanwhile
@@ -502,7 +581,8 @@ def test_a_relayed_message_that_did_not_reach_the_model_waits_and_runs_later() -
         h.backend.model_down = False
         await h.until(lambda: h.backend.turns[-1] == "relay: from a peer")
         await h.until(lambda: not h.controller.turn_active)
-        assert not h.terminal.status.relay_held and h.terminal.status.relay_queued == 0
+        await h.until(lambda: h.terminal.status.relay_queued == 0)
+        assert not h.terminal.status.relay_held
 
     run(body, backend, warmup=False, model_retry=(0.01, 0.02))
 

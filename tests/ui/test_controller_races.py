@@ -1,70 +1,77 @@
-"""Idle-only commands and turns that start between the command's check and its run.
-
-``submit`` checks ``turn_active`` and starts the command as a task; the worker may start a
-turn (a relayed message, a queued prompt) before that task runs. The command must then be
-refused like any idle-only command during a turn, not switch the session under the turn.
-"""
+"""Idle-only commands are work items of the worker: they run between turns, in the order
+typed, so a turn can never start under them (and they need no re-check)."""
 
 from __future__ import annotations
 
 import trio
 
 from tests.ui.test_controller import FakeBackend, Harness, run
+from zcoder.commands import COMMANDS
+from zcoder.ui.slash import HANDLERS
 
 
-async def _started(h: Harness) -> None:
-    await h.until(lambda: h.controller._nursery is not None)
+def test_every_registered_command_has_a_handler() -> None:
+    assert set(HANDLERS) == {c.name for c in COMMANDS}
 
 
-def _start_turn_first(h: Harness) -> None:
-    # The worker won the race: a turn is running by the time the command's task runs.
-    h.controller.turn_active = h.terminal.turn_running = True
+def test_a_relayed_message_that_arrives_first_runs_before_a_queued_new() -> None:
+    backend = FakeBackend()
+    backend.relay_gate = trio.Event()
 
-
-def test_new_refused_when_a_turn_started_before_it_ran() -> None:
     async def body(h: Harness) -> None:
-        await _started(h)
-        h.controller.submit("/new")
-        _start_turn_first(h)
-        await h.until(lambda: "/new cannot run during a turn" in h.output)
-        h.controller.turn_active = h.terminal.turn_running = False
+        backend.relayed.append("from a peer")
+        h.backend.changed()
+        await h.until(lambda: h.backend.turns == ["relay: from a peer"])
+        h.keys("/new\r")
+        await h.until(lambda: h.queue == ["/new"])
+        assert h.backend.new_sessions == 0  # not under the running turn
+        assert backend.relay_gate is not None
+        backend.relay_gate.set()
+        await h.until(lambda: h.backend.new_sessions == 1)
 
-    h = run(body, FakeBackend(), warmup=False)
-    assert h.backend.new_sessions == 0
-
-
-def test_session_switch_refused_when_a_turn_started_before_it_ran() -> None:
-    async def body(h: Harness) -> None:
-        await _started(h)
-        h.controller.submit("/sessions 2")
-        _start_turn_first(h)
-        await h.until(lambda: "/sessions cannot run during a turn" in h.output)
-        h.controller.turn_active = h.terminal.turn_running = False
-
-    h = run(body, FakeBackend(), warmup=False)
-    assert h.backend.switched == []
+    run(body, backend, warmup=False)
 
 
-def test_model_switch_refused_when_a_turn_started_while_it_listed_models() -> None:
+def test_a_switch_typed_before_a_relayed_message_runs_first_and_the_turn_waits() -> None:
     backend = FakeBackend()
     listed = trio.Event()
     release = trio.Event()
+    original = backend.list_sessions
 
-    async def slow_list() -> list[str]:
+    async def slow_list() -> list:  # type: ignore[type-arg]
         listed.set()
         await release.wait()
-        return backend.models
+        return await original()
 
-    backend.list_models = slow_list  # type: ignore[method-assign]
+    backend.list_sessions = slow_list  # type: ignore[method-assign]
 
     async def body(h: Harness) -> None:
-        await _started(h)
-        h.controller.submit("/model other:2")
+        h.keys("/sessions 2\r")
         await listed.wait()
-        _start_turn_first(h)
+        backend.relayed.append("from a peer")
+        h.backend.changed()
+        h.keys("after\r")
+        await trio.sleep(0.05)
+        assert h.backend.turns == []  # nothing starts while the switch runs
         release.set()
-        await h.until(lambda: "/model cannot run during a turn" in h.output)
-        h.controller.turn_active = h.terminal.turn_running = False
+        await h.until(lambda: len(h.backend.turns) == 2)
+        # The switch first, then one relayed message, then the next typed prompt.
+        assert h.backend.switched == ["s2"]
+        assert h.backend.turns == ["relay: from a peer", "after"]
+        h.backend.gate.set()
 
-    h = run(body, backend, warmup=False)
-    assert h.backend.model == "m:1"
+    run(body, backend, warmup=False)
+
+
+def test_a_model_switch_waits_for_the_running_turn() -> None:
+    async def body(h: Harness) -> None:
+        h.keys("one\r")
+        await h.until(lambda: h.terminal.turn_running)
+        h.keys("/model other:2\r")
+        await h.until(lambda: h.queue == ["/model other:2"])
+        assert h.backend.model == "m:1"
+        h.backend.gate.set()
+        await h.until(lambda: h.backend.model == "other:2")
+        await h.until(lambda: "Model set to other:2." in h.output)
+
+    run(body, FakeBackend(), warmup=False)

@@ -1,11 +1,14 @@
-"""The controller's ``Backend`` over the agent, the session store and the model client.
+"""The UI's ``Backend`` and the worker's ``WorkBackend`` over the agent, the session store
+and the model client.
 
 Part of the app wiring (floor 5): it knows the agent and answers the UI in the UI's terms
-(one-line problems as ``ZcoderError``, ``SessionRow``). The relay's hooks are here too.
+(one-line problems as ``ZcoderError``, ``SessionRow``). The relay's claims are here too.
+Made once, with the approver and the sink the agent reports to (no later attaching).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,6 +22,7 @@ from zcoder.agent.rounds import describe_model_error
 from zcoder.agent.servers import missing_model_fix
 from zcoder.app.relay import RelayLink, SendLabels
 from zcoder.app.relay_unrun import sender_label
+from zcoder.app.worker import RelayTurn
 from zcoder.approval import Approver
 from zcoder.config import Config
 from zcoder.conversation import TranscriptEvent
@@ -74,7 +78,7 @@ def _current_row(s: Session) -> SessionRow:
 
 
 class AgentBackend:
-    """The controller's ``Backend`` over the agent, the session store and the client."""
+    """The UI's ``Backend`` and the worker's ``WorkBackend``."""
 
     def __init__(
         self,
@@ -83,52 +87,49 @@ class AgentBackend:
         session: Session,
         client: ModelClient,
         runtime_dir: Path | None = None,
+        *,
+        approver: Approver,
+        sink: TurnSink,
     ) -> None:
         self._config = config
         self._store = store
         self._client = client
-        self._agent: Agent | None = None
         self._session = session
         self._core_tools = core_tools()
         self._toolbox = Toolbox(self._core_tools)
         self.relay = RelayLink(config, runtime_dir, self._offer_relay_tools)
-        self._sink: TurnSink | None = None
+        self._sink = sink
         # A relayed turn could not reach the model: relayed messages wait (local prompts
         # still run) until the model answers again.
         self._model_down = False
         self.models: list[str] = []
         self.session_ids: list[str] = []
-
-    def attach(self, *, approver: Approver, sink: TurnSink) -> None:
-        self._sink = sink
         self._agent = Agent(
-            config=self._config,
-            client=self._client,
+            config=config,
+            client=client,
             toolbox=self._toolbox,
             approver=SendLabels(approver, self.relay),
-            store=self._store,
-            session=self._session,
+            store=store,
+            session=session,
             sink=_SendCardLabels(sink, self.relay.card_label),
         )
-        if self._agent.model != self._config.model and not self._config.resume:
-            self._agent.set_model(self._config.model)
+        if self._agent.model != config.model and not config.resume:
+            self._agent.set_model(config.model)
 
     def _offer_relay_tools(self, extra: Sequence[Tool]) -> None:
         """The core tools, plus the relay tools exactly while the relay is available."""
         tools = [*self._core_tools, *extra]
         if self._toolbox.names() != [tool.spec.name for tool in tools]:
             self._toolbox = Toolbox(tools)
-            if self._agent is not None:
-                self._agent.set_toolbox(self._toolbox)
+            self._agent.set_toolbox(self._toolbox)
 
     @property
     def agent(self) -> Agent:
-        assert self._agent is not None, "attach() first"
         return self._agent
 
     @property
     def model(self) -> str:
-        return self.agent.model if self._agent else self._session.model
+        return self.agent.model
 
     @property
     def session_id(self) -> str:
@@ -233,11 +234,18 @@ class AgentBackend:
         return list(session.events)
 
     # -- the relay ----------------------------------------------------------------------
-    async def start_relay(self, root: trio.Nursery, on_change: Callable[[], None]) -> str:
+    async def start_relay(self, root: trio.Nursery) -> str:
         """Start the relay in ``root`` (it is optional); ``""`` or why it is unavailable."""
-        self.relay.on_change(on_change)
-        self.relay.on_problem(lambda line: self._show(TranscriptEvent(role="error", text=line)))
         return await self.relay.start(root, model=self.model, session_id=self.session_id)
+
+    async def wait_relay_change(self) -> None:
+        """Return once the relay changed (the worker then calls ``sync_relay``)."""
+        await self.relay.wait_for_change()
+
+    def sync_relay(self) -> None:
+        """Offer the relay tools as the relay now allows; show its new problem lines."""
+        for line in self.relay.sync():
+            self._show(TranscriptEvent(role="error", text=line))
 
     def relay_waiting(self) -> bool:
         return self.relay.waiting() and not self._model_down
@@ -249,15 +257,25 @@ class AgentBackend:
         return self.relay.unrun()
 
     async def run_relay_turn(self) -> bool:
-        """Claim and run one relayed message. It is settled (at most once) when its turn
-        reached the model, whatever the outcome; when it never did (server unreachable,
-        model missing), nothing of it ran: it goes back first in the queue and waits for
-        the model (``relay_waits_for_model``)."""
+        """Claim and run one relayed message; ``False`` when none could be claimed."""
+        turn = self.claim_relay()
+        return turn is not None and await turn.run()
+
+    def claim_relay(self) -> RelayTurn | None:
+        """Claim the oldest waiting relayed message (showing the quarantine reports); the
+        turn to run it, or ``None`` when another claimer was faster or the claim failed."""
         claimed, problems = self.relay.claim()
         for problem in problems:  # shown, never given to the model
             self._show(TranscriptEvent(role="error", text=problem))
         if claimed is None:
-            return False
+            return None
+        return RelayTurn(claimed.envelope.sender_project, functools.partial(self._run, claimed))
+
+    async def _run(self, claimed: Claimed) -> bool:
+        """Run a claimed message. It is settled (at most once) when its turn reached the
+        model, whatever the outcome; when it never did (server unreachable, model missing),
+        nothing of it ran: it goes back first in the queue and waits for the model
+        (``relay_waits_for_model``)."""
         self.relay.refresh(state="busy")
         unreached = reached = False
         try:
@@ -295,8 +313,7 @@ class AgentBackend:
         return self.relay.control(action)
 
     def _show(self, event: TranscriptEvent) -> None:
-        if self._sink is not None:
-            self._sink.emit(Entry(event))
+        self._sink.emit(Entry(event))
 
     def _save(self, session: Session) -> bool:
         try:
@@ -308,7 +325,7 @@ class AgentBackend:
 
     def close(self) -> tuple[str, bool]:
         """Save (when there is anything to keep) and release; ``(id, saved)``."""
-        session = self.agent.session if self._agent else self._session
+        session = self.agent.session
         # No file (no model ever answered in it): nothing to resume, so no hint.
         saved = bool(session.history) and self._save(session) and self._store.is_saved(session.id)
         self._store.release(session)

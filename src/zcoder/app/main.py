@@ -1,18 +1,20 @@
 """The interactive app: Trio as a guest on the asyncio loop that hosts prompt_toolkit.
 
 ``run_app`` runs ``asyncio.run(host_main)``; ``host_main`` starts Trio in guest mode and
-installs the signal handlers; ``trio_main`` opens the root nursery with the app, the
-controller (and the relay when it runs here). Every exit (Ctrl-D, ``/quit``, SIGTERM,
-SIGHUP, a crash) cancels the root scope: the app leaves raw mode, Trio ends, the session is
-saved and released; only then does ``run_app`` print how to resume, any traceback, and the
-accepted relayed messages that had not run (dropped with the spool; read just before the
-relay shuts down).
+installs the signal handlers; ``trio_main`` makes the channels, the terminal, the backend,
+the worker and the controller (each once, complete), then opens the root nursery with the
+app, the relay (when it runs here), the worker and the controller. Every exit (Ctrl-D,
+``/quit``, SIGTERM, SIGHUP, a crash) cancels the root scope: the app leaves raw mode, Trio
+ends, the session is saved and released; only then does ``run_app`` print how to resume,
+any traceback, and the accepted relayed messages that had not run (dropped with the spool;
+read just before the relay shuts down).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import signal
 import sys
 import traceback
@@ -26,14 +28,17 @@ import trio
 from zcoder import __version__
 from zcoder.agent.connect import ServerChoice, choose_server, describe, make_client
 from zcoder.app.backend import AgentBackend
+from zcoder.app.worker import TurnWorker
 from zcoder.commands import complete
 from zcoder.config import Config
 from zcoder.errors import ConfigError, SessionError
+from zcoder.live import LiveEvent
 from zcoder.prepare import prepare_run
 from zcoder.runtime import open_runtime_dir
 from zcoder.session import Session, SessionStore
 from zcoder.ui.backend import Unrun
 from zcoder.ui.controller import Controller
+from zcoder.ui.events import ExitRequest, Intent, Show, UiEvent, WorkerEvent
 from zcoder.ui.history import PromptHistory
 from zcoder.ui.render import render_event
 from zcoder.ui.status import Status
@@ -160,58 +165,82 @@ async def _host_main(
             loop.remove_signal_handler(signum)
 
 
+class _ChannelSink:
+    """The agent's ``TurnSink``: its live events go to the UI as worker events, in order."""
+
+    def __init__(self, events: trio.MemorySendChannel[WorkerEvent]) -> None:
+        self._events = events
+
+    def emit(self, event: LiveEvent) -> None:
+        self._events.send_nowait(Show(event))
+
+
 async def _trio_main(
     config: Config, store: SessionStore, session: Session, state: _Exit, runtime_dir: Path
 ) -> None:
     token = trio.lowlevel.current_trio_token()
     choice = await choose_server(config)
     config = choice.config
+    # The channels first, so that everything is made once, complete: keys -> controller,
+    # intents -> worker, worker events -> controller.
+    keys_send, keys = trio.open_memory_channel[UiEvent](math.inf)
+    intents_send, intents = trio.open_memory_channel[Intent](math.inf)
+    events_send, events = trio.open_memory_channel[WorkerEvent](math.inf)
+    terminal = Terminal(
+        status=Status(model=session.model, profile=config.profile),
+        post=lambda event: token.run_sync_soon(keys_send.send_nowait, event),
+        schedule=token.run_sync_soon,
+        # ``backend`` is bound below, before the app runs (nothing completes until then).
+        complete=lambda text: _completions(backend, text),
+        history=PromptHistory(config.home / "history"),
+        approval_guard=config.approval_guard,
+    )
     async with make_client(config) as client:
-        backend = AgentBackend(config, store, session, client, runtime_dir)
+        backend = AgentBackend(
+            config,
+            store,
+            session,
+            client,
+            runtime_dir,
+            approver=terminal.approval,
+            sink=_ChannelSink(events_send),
+        )
+        terminal.status.model = backend.model
+        worker = TurnWorker(backend, intents, events_send, warmup=config.warmup)
+        controller = Controller(terminal, backend, keys, intents_send, events)
         try:
-            await _run_root(config, backend, token, state, choice)
+            await _run_root(config, backend, terminal, worker, controller, state, choice)
         finally:
             state.session_id, state.saved = backend.close()
+
+
+def _completions(backend: AgentBackend, text: str) -> list[str]:
+    numbers = [str(n) for n in range(1, len(backend.session_ids) + 1)]
+    return complete(text, models=backend.models, sessions=[*numbers, *backend.session_ids])
 
 
 async def _run_root(
     config: Config,
     backend: AgentBackend,
-    token: trio.lowlevel.TrioToken,
+    terminal: Terminal,
+    worker: TurnWorker,
+    controller: Controller,
     state: _Exit,
     choice: ServerChoice | None = None,
 ) -> None:
-    controller: Controller | None = None
-
-    def post(event: Any) -> None:
-        if controller is not None:
-            token.run_sync_soon(controller.post, event)
-
-    def completions(text: str) -> list[str]:
-        numbers = [str(n) for n in range(1, len(backend.session_ids) + 1)]
-        return complete(text, models=backend.models, sessions=[*numbers, *backend.session_ids])
-
-    status = Status(model=backend.model, profile=config.profile)
-    terminal = Terminal(
-        status=status,
-        post=post,
-        schedule=token.run_sync_soon,
-        complete=completions,
-        history=PromptHistory(config.home / "history"),
-        approval_guard=config.approval_guard,
-    )
-    controller = Controller(terminal, backend, warmup=config.warmup)
-    backend.attach(approver=terminal.approval, sink=controller)
+    """The root nursery of DESIGN.md section 1: the UI, the relay (its listener), the
+    worker and the controller; cancelling it is the one way out."""
     _welcome(config, backend, terminal, choice)
     async with trio.open_nursery() as root:
-        state.request = lambda reason: token.run_sync_soon(controller.request_exit, reason)
+        state.request = lambda reason: terminal.post(ExitRequest(reason))
         await root.start(_run_ui, terminal, root.cancel_scope)
         # The relay's shut-down (manifest first) runs when the root scope is cancelled,
         # whatever the exit: a key, /quit, a signal or a crash.
-        problem = await backend.start_relay(root, controller.wake)
+        problem = await backend.start_relay(root)
         if problem:
             _log.warning("relay unavailable: %s", problem)
             controller.view.notice(f"Relay unavailable: {problem}")
+        await root.start(worker.run)
         if state.pending:
             controller.request_exit(state.pending)
         try:

@@ -4,11 +4,13 @@ tools' handle, the status line and ``/agents``.
 ``RelayLink`` starts ``RelayService`` (unless ``ZCODER_RELAY=off`` or a relay setting is
 invalid) and translates it for the app. Only the foreground claims: one message at a time,
 and never while paused (accepted messages wait and run in FIFO order after ``resume``).
-``on_tools`` hears which relay tools to offer (both while the relay is available, none
-otherwise), and ``SendLabels`` checks a send before its question (a fresh ping must find the
-exact target live) and names the target with what that ping reported about it.
+Nothing here runs for the listener but ``_changed``, which only sets a flag: the worker
+awaits ``wait_for_change`` and then calls ``sync``, which offers the relay tools through
+``on_tools`` (both while the relay is available, none otherwise). ``SendLabels`` checks a
+send before its question (a fresh ping must find the exact target live) and names the
+target with what that ping reported about it.
 
-Faults: ``on_problem`` hears each line to show the user, once: the relay's failure after its
+Faults: ``sync`` returns each line to show the user, once: the relay's failure after its
 start (``Relay unavailable: <reason>``), quarantined spool entries, storage faults. Every
 spool call of the foreground goes through ``_spool_call``, the one place that turns a
 failure into the service's ``fail``/``spool_fault``: no spool fault reaches the app. After a
@@ -75,8 +77,7 @@ class RelayLink:
         self._senders: dict[str, tuple[str, int, str]] = {}  # from relayed messages
         self._running: Claimed | None = None
         self._claimed_from: Spool | None = None
-        self._callbacks: list[Callable[[], None]] = []
-        self._problem_callbacks: list[Callable[[str], None]] = []
+        self._change = trio.Event()
         self._told = False  # the failure was shown
         self._tools = relay_tools(self)
 
@@ -103,34 +104,35 @@ class RelayLink:
         self.service = service
         service.on_change(self._changed)
         await nursery.start(service.run)
+        self._on_tools(self._tools if self.available else [])
         self._changed()
         status = service.status()
         return "" if status.available else status.reason
 
-    def on_change(self, callback: Callable[[], None]) -> None:
-        self._callbacks.append(callback)
-
-    def on_problem(self, callback: Callable[[str], None]) -> None:
-        """Call ``callback`` with each line to show the user as an error (see above)."""
-        self._problem_callbacks.append(callback)
-
     def _changed(self) -> None:
-        self._on_tools(self._tools if self.available else [])
-        self._tell()
-        for callback in self._callbacks:
-            callback()
+        # Called from the listener's accept loop (through the service and the spool): it
+        # only sets a flag. The worker awaits it (``wait_for_change``) and calls ``sync``.
+        self._change.set()
 
-    def _tell(self) -> None:
+    async def wait_for_change(self) -> None:
+        """Return once the relay changed (depth, pause, availability, a fault) since the
+        last return; at once if it already has. One waiter: the worker."""
+        await self._change.wait()
+        self._change = trio.Event()
+
+    def sync(self) -> list[str]:
+        """After a change: offer the relay tools exactly while the relay is available, and
+        return the lines to show the user as errors, each once: the relay's failure after
+        its start (``Relay unavailable: <reason>``), quarantined entries, storage faults."""
+        self._on_tools(self._tools if self.available else [])
         service = self.service
-        if service is None or not self._problem_callbacks:
-            return
+        if service is None:
+            return []
         lines = service.take_problems()
         if service.problem and not self._told:
             self._told = True
             lines.append(f"Relay unavailable: {service.problem}")
-        for line in lines:
-            for callback in self._problem_callbacks:
-                callback(line)
+        return lines
 
     def _spool_call(self, action: str, call: Callable[[], object]) -> bool:
         """Run one spool operation; ``False`` if it failed, which is handed to the service
@@ -194,7 +196,7 @@ class RelayLink:
 
     def claim(self) -> tuple[Claimed | None, list[str]]:
         """The oldest waiting message (or ``None``), and quarantine reports to show (those
-        that ``on_problem`` has not already been given). A claim that fails makes the relay
+        that ``sync`` has not already returned). A claim that fails makes the relay
         fail and ends the claims: retrying would only fail again."""
         spool = self.service.spool if self.service is not None else None
         if spool is None or spool.paused or self._running is not None:
@@ -223,7 +225,7 @@ class RelayLink:
     def complete(self, claimed: Claimed) -> str:
         """Settle the message whatever the turn's outcome (at most once), in the spool it
         was claimed from (also one found damaged meanwhile). Always ``""``: a receipt that
-        cannot be written (it is settled all the same) is told through ``on_problem``."""
+        cannot be written (it is settled all the same) is returned by the next ``sync``."""
         self._running = None
         spool, self._claimed_from = self._claimed_from, None
         if spool is not None:

@@ -1,4 +1,5 @@
-"""What the controller needs from the rest of zcoder, as a protocol.
+"""What the UI needs from the rest of zcoder, as a protocol: the status bar's queries and
+what the slash commands do. Running turns is the worker's (``app/worker.py``), not the UI's.
 
 ``ui/`` never imports ``agent/``: ``app.py`` implements this over the agent, the session
 store, the model client and the relay service. Failures the user should read arrive as
@@ -49,20 +50,6 @@ class Backend(Protocol):
     @property
     def session_title(self) -> str: ...
 
-    async def run_turn(self, text: str) -> str:
-        """Run one user turn; return its outcome status (``answered``, ``cancelled``...)."""
-        ...
-
-    def cancel_turn(self) -> bool: ...
-
-    async def check_model(self) -> str:
-        """Is the server up and the model installed? ``""`` when so, else the problem."""
-        ...
-
-    async def warmup(self) -> str:
-        """Load the model; ``""`` on success, else the problem (one line)."""
-        ...
-
     async def list_models(self) -> list[str]: ...
 
     def set_model(self, name: str) -> None: ...
@@ -75,19 +62,10 @@ class Backend(Protocol):
         """Switch to that session and return its transcript (to show again)."""
         ...
 
-    def relay_waiting(self) -> bool:
-        """A relayed message waits to be claimed (and taking work is not paused)."""
-        ...
-
-    async def run_relay_turn(self) -> bool:
-        """Claim one waiting relayed message and run it as a turn; ``False`` when another
-        claimer was faster. The worker asks before each local prompt (relay first)."""
-        ...
-
     def relay_waits_for_model(self) -> bool:
         """Relayed messages wait because their turn could not reach the model; they run
         once the model answers again (a check or warm-up that succeeds, a turn that
-        reaches it). Until then ``relay_waiting`` is false and local prompts still run."""
+        reaches it). Until then none is claimed and local prompts still run."""
         ...
 
     def relay_unrun(self) -> list[Unrun]:

@@ -1,12 +1,46 @@
-"""What the user did, as the key bindings report it to the controller."""
+"""The messages of the interactive app, by who sends them.
+
+Keys (the terminal's bindings -> the controller): ``Submit``, ``CancelTurn``, ``ExitRequest``.
+Intents (the controller -> the worker, over a memory channel): ``Prompt``, ``Command``,
+``CancelTurn``, ``RelayControl``, ``WarmUp``. Worker events (the worker -> the controller,
+which renders them): ``Show`` and the rest of ``WorkerEvent``. The worker decides the order of
+all work; the UI only asks and shows.
+"""
 
 from __future__ import annotations
 
 import attrs
+import trio
 
-__all__ = ["CancelTurn", "ExitRequest", "Submit", "UiEvent"]
+from zcoder.commands import ParsedCommand
+from zcoder.live import LiveEvent
+
+__all__ = [
+    "CancelTurn",
+    "Command",
+    "ExitRequest",
+    "Intent",
+    "Notice",
+    "Prompt",
+    "Queued",
+    "Refresh",
+    "RelayControl",
+    "RelayHold",
+    "Returned",
+    "RunCommand",
+    "ServerState",
+    "Show",
+    "Submit",
+    "TurnBegan",
+    "TurnEnded",
+    "UiEvent",
+    "WarmUp",
+    "Warmup",
+    "WorkerEvent",
+]
 
 
+# -- keys -----------------------------------------------------------------------------------
 @attrs.frozen
 class Submit:
     """Enter on a non-empty input: a prompt or a slash command."""
@@ -16,7 +50,7 @@ class Submit:
 
 @attrs.frozen
 class CancelTurn:
-    """Escape while a turn runs."""
+    """Escape while a turn runs (also the intent the controller forwards)."""
 
 
 @attrs.frozen
@@ -27,3 +61,127 @@ class ExitRequest:
 
 
 UiEvent = Submit | CancelTurn | ExitRequest
+
+
+# -- intents --------------------------------------------------------------------------------
+@attrs.frozen
+class Prompt:
+    """Text for the model, queued in the order typed."""
+
+    text: str
+
+
+@attrs.frozen
+class Command:
+    """An idle-only command (``/new``, ``/sessions N``, ``/model NAME``): queued like a
+    prompt, run between turns. ``text`` is as typed (Escape hands it back)."""
+
+    parsed: ParsedCommand
+    text: str
+
+
+@attrs.frozen
+class RelayControl:
+    """``/agents pause`` or ``/agents resume`` (which also ends a hold)."""
+
+    action: str
+
+
+@attrs.frozen
+class WarmUp:
+    """The model or session changed: warm the model up (when idle)."""
+
+
+Intent = Prompt | Command | CancelTurn | RelayControl | WarmUp
+
+
+# -- worker events --------------------------------------------------------------------------
+@attrs.frozen
+class Show:
+    """A live event of the running turn (text, tool cards, state, transcript entries)."""
+
+    event: LiveEvent
+
+
+@attrs.frozen
+class Notice:
+    text: str
+    role: str = "system"
+
+
+@attrs.frozen
+class TurnBegan:
+    """A turn started; ``relayed_from`` names the sender's project of a relayed turn."""
+
+    relayed_from: str = ""
+
+
+@attrs.frozen
+class TurnEnded:
+    """``ran``: the turn did something to show (a relay claim may find nothing)."""
+
+    ran: bool
+
+
+@attrs.frozen
+class Queued:
+    """The local queue, oldest first (as typed)."""
+
+    texts: tuple[str, ...]
+
+
+@attrs.frozen
+class Returned:
+    """Escape: these queued items go back into the input, before the draft."""
+
+    texts: tuple[str, ...]
+
+
+@attrs.frozen
+class RunCommand:
+    """Run this idle-only command now and set ``done`` after: no turn runs meanwhile."""
+
+    parsed: ParsedCommand
+    done: trio.Event
+
+
+@attrs.frozen
+class Warmup:
+    """``warming up``, ``warm``, ``warm-up failed`` (with the problem) or ``""``."""
+
+    state: str
+    problem: str = ""
+
+
+@attrs.frozen
+class ServerState:
+    """The start-up check found the server or model missing: ``problem`` says why."""
+
+    problem: str
+
+
+@attrs.frozen
+class RelayHold:
+    """Relayed work is held (Escape on a relayed turn) or runs again."""
+
+    held: bool
+
+
+@attrs.frozen
+class Refresh:
+    """Something the status bar shows may have changed (model, session, relay)."""
+
+
+WorkerEvent = (
+    Show
+    | Notice
+    | TurnBegan
+    | TurnEnded
+    | Queued
+    | Returned
+    | RunCommand
+    | Warmup
+    | ServerState
+    | RelayHold
+    | Refresh
+)

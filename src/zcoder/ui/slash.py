@@ -1,22 +1,28 @@
-"""What each slash command does (the registry itself is ``zcoder.commands``)."""
+"""What each slash command does (the registry itself is ``zcoder.commands``).
+
+``HANDLERS`` maps every registered command's name to its handler. The handlers reach the
+rest of the app only through ``SlashHost``: the backend's queries, the screen, and intents
+for the worker. When a command runs is not theirs to decide: the controller runs them at
+once, except the idle-only forms, which the worker runs between turns (``RunCommand``), so
+they never race a turn and need no re-check here.
+"""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import trio
 
 from zcoder.commands import ParsedCommand, help_lines
+from zcoder.conversation import TranscriptEvent
 from zcoder.errors import ZcoderError
-from zcoder.ui.backend import SessionRow
-from zcoder.ui.render import render_block
+from zcoder.ui.backend import Backend, SessionRow
+from zcoder.ui.events import Intent, RelayControl, WarmUp
 from zcoder.ui.text import one_line, shorten
 
-if TYPE_CHECKING:
-    from zcoder.ui.controller import Controller
-
-__all__ = ["KEY_HELP", "SlashCommands", "age", "session_lines"]
+__all__ = ["HANDLERS", "KEY_HELP", "SlashCommands", "SlashHost", "age", "session_lines"]
 
 _LIST_SECONDS = 10.0
 KEY_HELP = (
@@ -51,64 +57,66 @@ def session_lines(rows: list[SessionRow], now: float) -> list[str]:
     return out
 
 
+class SlashHost(Protocol):
+    """What a slash command may use."""
+
+    @property
+    def backend(self) -> Backend: ...
+
+    def notice(self, text: str, role: str = "system") -> None: ...
+    def print_block(self, title: str, lines: list[str], hang: int = 0) -> None: ...
+    def show(self, event: TranscriptEvent) -> None: ...
+    def refresh_status(self) -> None: ...
+    def request_exit(self, reason: str = "user") -> None: ...
+    def intend(self, intent: Intent) -> None: ...
+
+
 class SlashCommands:
-    def __init__(self, controller: Controller) -> None:
-        self.c = controller
+    def __init__(self, host: SlashHost) -> None:
+        self.host = host
         self.models: list[str] = []
 
     def _notice(self, text: str, role: str = "system") -> None:
-        self.c.view.notice(text, role)
+        self.host.notice(text, role)
 
     def _print(self, title: str, lines: list[str], hang: int = 0) -> None:
-        terminal = self.c.terminal
-        terminal.print_above(render_block(title, lines, terminal.width(), hang=hang))
+        self.host.print_block(title, lines, hang)
 
     async def run(self, parsed: ParsedCommand) -> None:
         name, args = parsed.command.name, parsed.args
-        # Checked again here: the worker may have started a turn (a relayed message, a
-        # queued prompt) after ``submit`` checked and before this task ran.
-        if parsed.command.needs_idle(args) and self.c.refuse_during_turn(name):
-            return
         try:
-            if name == "help":
-                self.help()
-            elif name == "quit":
-                self.c.request_exit("user")
-            elif name == "model":
-                await self.model(args)
-            elif name == "new":
-                self.c.backend.new_session()
-                self.c.refresh_status()
-                self._notice(f"New session {self.c.backend.session_id}.")
-                self.c.warm_again()
-            elif name == "sessions":
-                await self.sessions(args)
-            elif name == "list-agents":
-                await self.list_agents()
-            elif name == "agents":
-                self.agents(args)
+            await HANDLERS[name](self, args)
         except ZcoderError as exc:
             self._notice(str(exc), "error")
         except trio.TooSlowError:
             self._notice(f"/{name} took too long and was abandoned.", "error")
 
-    async def list_agents(self) -> None:
+    async def quit(self, args: str) -> None:
+        self.host.request_exit("user")
+
+    async def new(self, args: str) -> None:
+        backend = self.host.backend
+        backend.new_session()
+        self.host.refresh_status()
+        self._notice(f"New session {backend.session_id}.")
+        self.host.intend(WarmUp())
+
+    async def list_agents(self, args: str = "") -> None:
         with trio.fail_after(_LIST_SECONDS):
-            lines = await self.c.backend.list_agents()
+            lines = await self.host.backend.list_agents()
         if len(lines) == 1:  # the no-peers sentence
             self._notice(lines[0])
         else:
             self._print("Other zcoder instances on this machine:", lines)
 
-    def agents(self, action: str) -> None:
-        lines = self.c.backend.relay_control(action)
-        if action:
-            self.c.refresh_status()
-            self._notice(" ".join(lines))
-        else:
-            self._print(lines[0], lines[1:])
+    async def agents(self, action: str) -> None:
+        if action:  # pause, resume: the worker owns what relayed work may run
+            self.host.intend(RelayControl(action))
+            return
+        lines = self.host.backend.relay_control("")
+        self._print(lines[0], lines[1:])
 
-    def help(self) -> None:
+    async def help(self, args: str = "") -> None:
         width = max(len(usage) for usage, _ in help_lines())
         lines = [f"{usage:<{width}}  {text}" for usage, text in help_lines()]
         lines.append("Any other text (even starting with /) is sent to the model.")
@@ -118,9 +126,9 @@ class SlashCommands:
 
     async def model(self, name: str) -> None:
         with trio.fail_after(_LIST_SECONDS):
-            models = await self.c.backend.list_models()
+            models = await self.host.backend.list_models()
         self.models = models
-        current = self.c.backend.model
+        current = self.host.backend.model
         if not name:
             lines = [("* " if m == current else "  ") + one_line(m) for m in models]
             self._print(
@@ -135,15 +143,13 @@ class SlashCommands:
                 "error",
             )
             return
-        if self.c.refuse_during_turn("model"):  # a turn started while the list loaded
-            return
-        self.c.backend.set_model(name)
-        self.c.refresh_status()
+        self.host.backend.set_model(name)
+        self.host.refresh_status()
         self._notice(f"Model set to {one_line(name)}.")
-        self.c.warm_again()
+        self.host.intend(WarmUp())
 
     async def sessions(self, arg: str) -> None:
-        rows = await self.c.backend.list_sessions()
+        rows = await self.host.backend.list_sessions()
         if not arg:
             lines = session_lines(rows, time.time())
             self._print("Sessions of this workspace and profile:", lines, hang=6)
@@ -156,15 +162,25 @@ class SlashCommands:
                 self._notice(f"no session number {arg}: /sessions lists {count}", "error")
                 return
             target = rows[int(arg) - 1].id
-        if target == self.c.backend.session_id:
+        if target == self.host.backend.session_id:
             self._notice("That is the current session.")
             return
-        if self.c.refuse_during_turn("sessions"):  # a turn started while the list loaded
-            return
-        events = self.c.backend.switch_session(target)
+        events = self.host.backend.switch_session(target)
         for event in events[-20:]:
-            self.c.view.show(event)
-        self.c.refresh_status()
+            self.host.show(event)
+        self.host.refresh_status()
         skipped = f" ({len(events) - 20} earlier entries not shown)" if len(events) > 20 else ""
         self._notice(f"Switched to session {target}{skipped}.")
-        self.c.warm_again()
+        self.host.intend(WarmUp())
+
+
+Handler = Callable[[SlashCommands, str], Awaitable[None]]
+HANDLERS: dict[str, Handler] = {
+    "help": SlashCommands.help,
+    "model": SlashCommands.model,
+    "new": SlashCommands.new,
+    "sessions": SlashCommands.sessions,
+    "list-agents": SlashCommands.list_agents,
+    "agents": SlashCommands.agents,
+    "quit": SlashCommands.quit,
+}

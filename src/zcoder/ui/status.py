@@ -40,6 +40,8 @@ class Status:
     relay: str = ""  # "" = no relay here; else "on", "paused", "off (reason)"
     relay_queued: int = 0
     relay_held: bool = False  # the waiting relayed messages wait for the model to answer
+    relay_hold: bool = False  # Escape on a relayed turn: none is claimed until resumed
+    relayed_from: str = ""  # the sender's project while a relayed turn runs
     queued_prompts: int = 0
     clock: Callable[[], float] = time.monotonic
 
@@ -77,7 +79,7 @@ def _state_text(status: Status) -> str:
 
 def render_status(status: Status, width: int = 100) -> StyleAndTextTuples:
     """`` state │ model │ profile │ “title” │ N queued │ relay on (M waiting)``, cut to
-    ``width``."""
+    ``width``; during a relayed turn ``relayed from <project>`` stands for the title."""
     tail = []
     if status.queued_prompts:
         tail.append(f"{status.queued_prompts} queued")
@@ -85,14 +87,18 @@ def render_status(status: Status, width: int = 100) -> StyleAndTextTuples:
         relay = f"relay {one_line(status.relay)}"
         if status.relay_queued:
             held = " for the model" if status.relay_held else ""
+            held += ", held" if status.relay_hold else ""
             relay += f" ({status.relay_queued} waiting{held})"
         tail.append(relay)
     state = _state_text(status)
     room = max(width - len(state) - 2, 10)
     # The title gives way first: the queue and the relay matter more in a narrow terminal.
     fixed = " │ ".join([one_line(status.model), status.profile, "“”", *tail])
-    title = shorten(one_line(status.title), max(room - len(fixed), 8))
-    parts = [one_line(status.model), status.profile, f"“{title}”", *tail]
+    if status.relayed_from:
+        head = f"relayed from {shorten(one_line(status.relayed_from), 40)}"
+    else:
+        head = f"“{shorten(one_line(status.title), max(room - len(fixed), 8))}”"
+    parts = [one_line(status.model), status.profile, head, *tail]
     rest = shorten(" │ ".join(parts), room)
     out: StyleAndTextTuples = [(_state_style(status.state), state), ("class:status", " " + rest)]
     used = len(state) + 1 + len(rest)

@@ -205,6 +205,10 @@ class Terminal:
         self.app.invalidate()
 
     # -- key actions (called by the bindings on the host loop) ----------------------------
+    def post(self, event: UiEvent) -> None:
+        """Hand a key event to the controller (safe from either side of the guest run)."""
+        self._post(event)
+
     def submit(self, text: str) -> None:
         self._post(Submit(text))
 

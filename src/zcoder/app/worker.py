@@ -1,0 +1,311 @@
+"""The turn worker: the one owner of the work of the interactive app.
+
+It alone holds the local queue (prompts and idle-only commands, in the order typed), decides
+what runs next (``schedule.next_work``: one waiting relayed message before each local item),
+runs one turn at a time and cancels it, and decides what Escape does to the relay. The UI
+sends it intents over a memory channel and renders the events it sends back; the relay
+reaches it only through ``wait_relay_change`` (the listener sets a flag, nothing more).
+
+Escape stops the turn and hands the queued local items back to the input; on a relayed
+turn it also *holds* relayed work: the relay still accepts and acknowledges new messages,
+but none is claimed until ``/agents resume``. Refusing new messages is ``/agents pause``.
+
+A relayed message whose turn could not reach the model waits first in the queue; the
+worker then checks the server again with a growing pause (``model_retry``: first and
+longest, in seconds), so it runs once the model answers, without a busy loop.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+import attrs
+import trio
+
+from zcoder.app.schedule import QueueState, next_work
+from zcoder.errors import ZcoderError
+from zcoder.ui.events import (
+    CancelTurn,
+    Command,
+    Intent,
+    Notice,
+    Prompt,
+    Queued,
+    Refresh,
+    RelayControl,
+    RelayHold,
+    Returned,
+    RunCommand,
+    ServerState,
+    TurnBegan,
+    TurnEnded,
+    WarmUp,
+    Warmup,
+    WorkerEvent,
+)
+
+__all__ = ["MODEL_RETRY", "RelayTurn", "TurnWorker", "WorkBackend"]
+
+_log = logging.getLogger(__name__)
+_CHECK_SECONDS = 5.0
+MODEL_RETRY = (2.0, 60.0)
+
+
+@attrs.frozen
+class RelayTurn:
+    """A claimed relayed message: who sent it (``project``) and how to run it as a turn
+    (``run`` returns whether anything ran)."""
+
+    project: str
+    run: Callable[[], Awaitable[bool]]
+
+
+class WorkBackend(Protocol):
+    """What the worker needs of the agent, the model client and the relay."""
+
+    async def run_turn(self, text: str) -> str: ...
+    def cancel_turn(self) -> bool: ...
+    async def check_model(self) -> str: ...
+    async def warmup(self) -> str: ...
+    def claim_relay(self) -> RelayTurn | None: ...
+    def relay_waiting(self) -> bool: ...
+    def relay_waits_for_model(self) -> bool: ...
+    def relay_status(self) -> tuple[str, int]: ...
+    def relay_control(self, action: str) -> list[str]: ...
+    async def wait_relay_change(self) -> None: ...
+    def sync_relay(self) -> None: ...
+
+
+class TurnWorker:
+    """``run`` it with ``nursery.start``; it ends only when cancelled."""
+
+    def __init__(
+        self,
+        backend: WorkBackend,
+        intents: trio.MemoryReceiveChannel[Intent],
+        events: trio.MemorySendChannel[WorkerEvent],
+        *,
+        warmup: bool = True,
+        model_retry: tuple[float, float] = MODEL_RETRY,
+    ) -> None:
+        self._backend = backend
+        self._intents = intents
+        self._events = events
+        self._warmup = warmup
+        self._model_retry = model_retry
+        self._retry_delay = model_retry[0]
+        self._queue: list[Prompt | Command] = []
+        self._wake = trio.Event()
+        self._last_was_relay = False
+        self._turn: str | None = None  # None, "local" or "relay"
+        self._held = False
+        self._claim_failed = False  # until the relay changes: a claim found nothing
+        self._after_turn: list[str] = []
+        self._warm_scope: trio.CancelScope | None = None
+        self._probing = False
+        self._nursery: trio.Nursery | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._held
+
+    def _send(self, event: WorkerEvent) -> None:
+        self._events.send_nowait(event)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._read_intents)
+            nursery.start_soon(self._follow_relay)
+            nursery.start_soon(self._start_warmup, True)
+            task_status.started()
+            await self._work()
+
+    # -- the order ------------------------------------------------------------------------
+    def _claimable(self) -> bool:
+        return not self._held and not self._claim_failed and self._backend.relay_waiting()
+
+    async def _work(self) -> None:
+        while True:
+            state = QueueState(len(self._queue), self._claimable(), self._last_was_relay)
+            choice = next_work(state)
+            if choice is None:
+                self._wake = trio.Event()
+                await self._wake.wait()
+            elif choice == "relay":
+                await self._relayed()
+            else:
+                item = self._queue.pop(0)
+                self._send(Queued(self._texts()))
+                self._last_was_relay = False
+                if isinstance(item, Prompt):
+                    await self._run_turn("", functools.partial(self._user_turn, item.text))
+                else:
+                    await self._run_command(item)
+
+    async def _relayed(self) -> None:
+        claimed = self._backend.claim_relay()
+        if claimed is None:  # another claimer was faster, or the claim failed
+            self._claim_failed = True
+            return
+        self._last_was_relay = True
+        ran = await self._run_turn(claimed.project, claimed.run)
+        if self._backend.relay_waits_for_model():
+            self._start_probe()
+        elif ran:
+            self._retry_delay = self._model_retry[0]
+
+    async def _user_turn(self, text: str) -> bool:
+        outcome = await self._backend.run_turn(text)
+        _log.debug("turn ended: %s", outcome)
+        return True
+
+    async def _run_command(self, item: Command) -> None:
+        done = trio.Event()
+        self._send(RunCommand(item.parsed, done))
+        await done.wait()  # nothing else starts meanwhile: it cannot race a turn
+
+    async def _run_turn(self, relayed_from: str, run: Callable[[], Awaitable[bool]]) -> bool:
+        self._stop_warmup()
+        self._turn = "relay" if relayed_from else "local"
+        self._send(TurnBegan(relayed_from))
+        ran = False
+        try:
+            ran = await run()
+            return ran
+        finally:
+            self._turn = None
+            self._send(TurnEnded(ran))
+            for notice in self._after_turn:
+                self._send(Notice(notice))
+            self._after_turn.clear()
+            self._send(Refresh())
+
+    # -- intents --------------------------------------------------------------------------
+    async def _read_intents(self) -> None:
+        async for intent in self._intents:
+            if isinstance(intent, Prompt | Command):
+                self._queue.append(intent)
+                self._send(Queued(self._texts()))
+                self._wake.set()
+            elif isinstance(intent, CancelTurn):
+                self._cancel()
+            elif isinstance(intent, RelayControl):
+                self._relay_control(intent.action)
+            elif isinstance(intent, WarmUp):
+                self._wake.set()  # relayed messages that waited for the model may try it
+                if self._turn is None and self._nursery is not None:
+                    self._nursery.start_soon(self._start_warmup, False)
+
+    def _texts(self) -> tuple[str, ...]:
+        return tuple(item.text for item in self._queue)
+
+    def _cancel(self) -> None:
+        if self._turn is None or not self._backend.cancel_turn():
+            return
+        _log.debug("turn cancel requested")
+        if self._queue:
+            texts = self._texts()
+            self._queue.clear()
+            self._send(Queued(()))
+            self._send(Returned(texts))
+            self._after_turn.append("Your queued prompts are back in the input.")
+        if self._turn == "relay":
+            self._hold()
+
+    def _hold(self) -> None:
+        # Like queued prompts, relayed messages must not start right after the user stopped
+        # one; unlike /agents pause, senders are still answered ``accepted``.
+        _, waiting = self._backend.relay_status()
+        if not waiting:
+            return
+        self._held = True
+        self._send(RelayHold(True))
+        many = waiting > 1
+        self._after_turn.append(
+            f"Relayed work held: {waiting} more relayed message{'s wait' if many else ' waits'}"
+            f"; /agents resume runs {'them' if many else 'it'} (new ones are still accepted "
+            "meanwhile)."
+        )
+
+    def _relay_control(self, action: str) -> None:
+        if action == "resume" and self._held:
+            self._held = False
+            self._send(RelayHold(False))
+            self._wake.set()
+            state, _ = self._backend.relay_status()
+            if state != "paused":  # only held: nothing to switch in the relay
+                self._send(Notice("Relayed work runs again, in order."))
+                self._send(Refresh())
+                return
+        try:
+            lines = self._backend.relay_control(action)
+        except ZcoderError as exc:
+            self._send(Notice(str(exc), "error"))
+        else:
+            self._send(Notice(" ".join(lines)))
+        self._wake.set()
+        self._send(Refresh())
+
+    # -- the relay and the model ----------------------------------------------------------
+    async def _follow_relay(self) -> None:
+        while True:
+            await self._backend.wait_relay_change()
+            self._backend.sync_relay()
+            self._claim_failed = False
+            self._wake.set()
+            self._send(Refresh())
+            if self._backend.relay_waits_for_model():
+                self._start_probe()
+
+    def _start_probe(self) -> None:
+        if not self._probing and self._nursery is not None:
+            self._probing = True
+            self._nursery.start_soon(self._probe_model)
+
+    async def _probe_model(self) -> None:
+        # Until the model answers (this check, a warm-up or a local turn that reaches it):
+        # one cheap server check per pause, the pause doubling up to its cap.
+        try:
+            while self._backend.relay_waits_for_model():
+                await trio.sleep(self._retry_delay)
+                self._retry_delay = min(self._retry_delay * 2, self._model_retry[1])
+                if self._backend.relay_waits_for_model():
+                    with trio.move_on_after(_CHECK_SECONDS):
+                        await self._backend.check_model()
+        finally:
+            self._probing = False
+        self._wake.set()
+        self._send(Refresh())
+
+    async def _start_warmup(self, check: bool) -> None:
+        """Check the server (at start) and warm the model up unless disabled; a turn that
+        starts meanwhile cancels this."""
+        self._stop_warmup()
+        with trio.CancelScope() as scope:
+            self._warm_scope = scope
+            if check:
+                with trio.move_on_after(_CHECK_SECONDS):
+                    problem = await self._backend.check_model()
+                    if problem:
+                        self._send(ServerState(problem))
+                        return
+            if not self._warmup:
+                return
+            self._send(Warmup("warming up"))
+            problem = await self._backend.warmup()
+            self._send(Warmup("warm-up failed", problem) if problem else Warmup("warm"))
+            if not problem:
+                self._wake.set()  # the model answers: relayed messages waiting for it may run
+                self._send(Refresh())
+        if self._warm_scope is scope:
+            self._warm_scope = None
+
+    def _stop_warmup(self) -> None:
+        if self._warm_scope is not None:
+            self._warm_scope.cancel()
+            self._warm_scope = None
+            self._send(Warmup(""))

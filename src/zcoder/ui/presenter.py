@@ -1,0 +1,113 @@
+"""The worker's events on the screen: the transcript view, the status bar, the input.
+
+Pure rendering of what the worker decided (``ui.events.WorkerEvent``); it schedules nothing.
+Read-only queries of the backend fill the status bar (model, session title, relay state).
+"""
+
+from __future__ import annotations
+
+from zcoder.live import Entry, StateChange
+from zcoder.ui.backend import Backend
+from zcoder.ui.events import (
+    Notice,
+    Queued,
+    Refresh,
+    RelayHold,
+    Returned,
+    ServerState,
+    Show,
+    TurnBegan,
+    TurnEnded,
+    Warmup,
+    WorkerEvent,
+)
+from zcoder.ui.terminal import Terminal
+
+__all__ = ["Presenter"]
+
+
+class Presenter:
+    def __init__(self, terminal: Terminal, backend: Backend) -> None:
+        self.terminal = terminal
+        self.backend = backend
+        self.view = terminal.view
+        self.status = terminal.status
+        self.turn_active = False
+
+    def apply(self, event: WorkerEvent) -> None:
+        """Show one worker event (``RunCommand`` is the controller's, not shown here)."""
+        if isinstance(event, Show):
+            self._live(event)
+        elif isinstance(event, Notice):
+            self.view.notice(event.text, event.role)
+        elif isinstance(event, TurnBegan):
+            self._began(event.relayed_from)
+        elif isinstance(event, TurnEnded):
+            self._ended(event.ran)
+        elif isinstance(event, Queued):
+            self.view.queued[:] = event.texts
+            self._queue_changed()
+        elif isinstance(event, Returned):
+            self._returned(event.texts)
+        elif isinstance(event, Warmup):
+            self._warmup(event)
+        elif isinstance(event, ServerState):
+            self.view.notice(event.problem, "error")
+            self.status.set_state("offline", event.problem)
+        elif isinstance(event, RelayHold):
+            self.status.relay_hold = event.held
+        elif isinstance(event, Refresh):
+            self.refresh_status()
+        self.terminal.invalidate()
+
+    def _live(self, show: Show) -> None:
+        event = show.event
+        self.view.apply(event)
+        if isinstance(event, StateChange):
+            self.status.set_state(event.state, event.detail)
+        elif isinstance(event, Entry) and event.event.role == "user":
+            self.refresh_status()  # the first prompt names the session
+
+    def _began(self, relayed_from: str) -> None:
+        self.turn_active = self.terminal.turn_running = True
+        self.status.relayed_from = relayed_from
+        self.status.set_state("thinking")
+        self._queue_changed()
+
+    def _ended(self, ran: bool) -> None:
+        self.turn_active = self.terminal.turn_running = False
+        self.status.relayed_from = ""
+        if ran or self.status.busy:
+            self.view.end_turn()
+        if self.status.busy:
+            self.status.set_state("ready")
+        self._queue_changed()
+
+    def _returned(self, texts: tuple[str, ...]) -> None:
+        buffer = self.terminal.buffer
+        draft = "\n".join([*texts, buffer.text]).rstrip("\n")
+        buffer.text = draft
+        buffer.cursor_position = len(draft)
+
+    def _warmup(self, event: Warmup) -> None:
+        if event.state == "":
+            if self.status.warmup == "warming up":
+                self.status.warmup = ""
+            return
+        self.status.warmup = event.state
+        if event.problem:
+            self.view.notice(f"warm-up failed: {event.problem}", "error")
+            if not self.status.busy:
+                self.status.set_state("offline", event.problem)
+        elif event.state == "warm" and self.status.state in ("offline", "error"):
+            self.status.set_state("ready")  # the server answered: it works again
+
+    def _queue_changed(self) -> None:
+        self.status.queued_prompts = len(self.view.queued) if self.turn_active else 0
+
+    def refresh_status(self) -> None:
+        self.status.model = self.backend.model
+        self.status.title = self.backend.session_title
+        self.status.relay, self.status.relay_queued = self.backend.relay_status()
+        self.status.relay_held = self.backend.relay_waits_for_model()
+        self.terminal.invalidate()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 import attrs
 
+from zcoder.atomic_write import write_file
 from zcoder.errors import RelayError
 from zcoder.relay.envelope import MAX_PROJECT_CHARS, MAX_WORKSPACE_CHARS, STATES
 from zcoder.relay.paths import manifest_name, socket_name
@@ -177,14 +177,9 @@ def publish_manifest(path: Path, manifest: Manifest) -> None:
     if path.name != manifest_name(manifest.instance_id):
         raise RelayError(f"manifest path {str(path)!r} does not match its instance id")
     data = json.dumps(fields, ensure_ascii=False, indent=1).encode("utf-8") + b"\n"
-    temp = path.parent / f".tmp-{secrets.token_hex(8)}.json"
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.rename(temp, path)
+        write_file(path, data, sync=False, prefix=".tmp-", suffix=".json")
     except OSError as exc:
-        temp.unlink(missing_ok=True)
         raise RelayError(f"cannot publish manifest {str(path)!r}: {exc.strerror}") from None
 
 

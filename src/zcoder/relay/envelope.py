@@ -56,12 +56,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import attrs
 import cattrs
 from cattrs.v import format_exception
 
+from zcoder import strict_json
 from zcoder.errors import RelayError, RelayTransportError
 from zcoder.relay.protocol import (
     INSTANCE_ID_RE,
@@ -276,27 +277,12 @@ def _structure(obj: dict[str, Any], cls: type[_T], conv: cattrs.Converter) -> _T
         raise _FieldError(str(exc)) from None
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        raise ValueError("duplicate key")
-    return obj
-
-
-def _no_constant(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not JSON")
-
-
 def _parse(payload: bytes, max_bytes: int) -> dict[str, Any]:
     if len(payload) > max_bytes:
         raise Rejected("invalid", "", f"payload exceeds {max_bytes} bytes")
     try:
-        obj = json.loads(
-            payload.decode("utf-8"),
-            object_pairs_hook=_no_duplicates,
-            parse_constant=_no_constant,
-        )
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        obj = strict_json.loads(payload)
+    except ValueError as exc:
         raise Rejected("invalid", "", f"not a JSON object: {exc}") from None
     if type(obj) is not dict:
         raise Rejected("invalid", "", "the payload is not a JSON object")

@@ -23,6 +23,7 @@ from typing import Any
 
 import attrs
 
+from zcoder import strict_json
 from zcoder.atomic_write import write_file
 from zcoder.errors import RelayError
 from zcoder.relay.envelope import MAX_PROJECT_CHARS, MAX_WORKSPACE_CHARS, STATES
@@ -114,21 +115,6 @@ def _validate(obj: object, relay_dir: str, instance_id: str) -> Manifest:
     return manifest
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        raise ValueError("duplicate key")
-    return obj
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-# Built once: json.loads with hooks would build a new decoder per call.
-_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
-
-
 def _read_bounded(path: str) -> bytes:
     try:
         fd = os.open(path, _OPEN_FLAGS)
@@ -159,8 +145,8 @@ def load_manifest(relay_dir: Path | str, instance_id: str) -> Manifest:
         directory = os.fspath(relay_dir)
         data = _read_bounded(os.path.join(directory, name))
         try:
-            obj = _DECODER.decode(data.decode("utf-8"))
-        except (ValueError, RecursionError) as exc:
+            obj = strict_json.loads(data)
+        except ValueError as exc:
             raise _Bad(f"not JSON: {exc}") from None
         return _validate(obj, directory, instance_id)
     except _Bad as exc:

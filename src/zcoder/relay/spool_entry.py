@@ -9,12 +9,12 @@ envelope (every wire rule but the target's identity) and that the id matches the
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
 from pathlib import Path
 
+from zcoder import strict_json
 from zcoder.atomic_write import write_file
 from zcoder.relay.envelope import Enqueue, Limits, Rejected, enqueue_from_json, enqueue_to_json
 from zcoder.relay.protocol import MESSAGE_ID_RE
@@ -64,7 +64,7 @@ def read_entry(path: Path, message_id: str, limits: Limits) -> tuple[Enqueue, bo
         raise InvalidEntry("it is larger than any message the listener accepts")
     head, sep, payload = data.partition(b"\n")
     try:
-        meta = json.loads(head) if sep else None
+        meta = strict_json.loads(head) if sep else None
     except ValueError:
         meta = None
     if type(meta) is not dict or meta.keys() != {"spool", "verified"} or meta["spool"] != 1:

@@ -64,12 +64,17 @@ from cattrs.v import format_exception
 
 from zcoder import strict_json
 from zcoder.errors import RelayError, RelayTransportError
-from zcoder.relay.protocol import (
-    INSTANCE_ID_RE,
-    MESSAGE_ID_RE,
+from zcoder.relay.limits import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_MESSAGE_CHARS,
+    MAX_PEER_ID_CHARS,
+    MAX_PID,
+    MAX_PROJECT_CHARS,
+    MAX_TIME,
+    MAX_WORKSPACE_CHARS,
     PROTOCOL_VERSION,
-    STATUSES,
 )
+from zcoder.relay.protocol import INSTANCE_ID_RE, MESSAGE_ID_RE, STATUSES
 
 __all__ = [
     "MAX_PEER_ID_CHARS",
@@ -90,11 +95,6 @@ __all__ = [
 ]
 
 STATES: tuple[str, ...] = ("ready", "busy", "paused")
-MAX_PROJECT_CHARS = 256
-MAX_WORKSPACE_CHARS = 4096
-MAX_PEER_ID_CHARS = 256
-_MAX_PID = 2**31 - 1
-_MAX_TIME = 2**53
 _T = TypeVar("_T")
 _Check = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 _Test = Callable[[Any], object]
@@ -152,15 +152,17 @@ _message_id = _check(str, MESSAGE_ID_RE.fullmatch, "1-100 of A-Z a-z 0-9 _ . -")
 _peer_id = _check(str, peer_id, f"1-{MAX_PEER_ID_CHARS} printable characters")
 _ack_message_id = _check(str, lambda v: v == "" or peer_id(v), "an id or empty")
 _instance_id = _check(str, INSTANCE_ID_RE.fullmatch, "<pid>-<nonce>")
-_pid = _check(int, lambda v: 1 <= v <= _MAX_PID, f"an integer from 1 to {_MAX_PID}")
-_project = _check(str, lambda v: _text(v, 0, MAX_PROJECT_CHARS), "at most 256 characters, no NUL")
+_pid = _check(int, lambda v: 1 <= v <= MAX_PID, f"an integer from 1 to {MAX_PID}")
+_project = _check(
+    str, lambda v: _text(v, 0, MAX_PROJECT_CHARS), f"at most {MAX_PROJECT_CHARS} characters, no NUL"
+)
 _workspace = _check(
     str,
     lambda v: v.startswith("/") and _text(v, 1, MAX_WORKSPACE_CHARS),
     "an absolute path of at most 4096 characters, no NUL",
 )
 _body_check = _check(str, _body, "non-blank UTF-8 text without NUL")
-_timestamp = _check(int, lambda v: 0 <= v <= _MAX_TIME, f"an integer from 0 to {_MAX_TIME}")
+_timestamp = _check(int, lambda v: 0 <= v <= MAX_TIME, f"an integer from 0 to {MAX_TIME}")
 _status = _check(str, STATUSES.__contains__, "an ack status")
 _position = _optional(_check(int, lambda v: v >= 1, "an integer >= 1"))
 _state = _optional(_check(str, STATES.__contains__, "ready, busy or paused"))
@@ -226,8 +228,8 @@ class Ack:
 class Limits:
     """Size limits: frame payload in bytes, relayed task text in characters."""
 
-    max_bytes: int = attrs.field(default=65536, validator=_positive)
-    max_message_chars: int = attrs.field(default=16000, validator=_positive)
+    max_bytes: int = attrs.field(default=DEFAULT_MAX_BYTES, validator=_positive)
+    max_message_chars: int = attrs.field(default=DEFAULT_MAX_MESSAGE_CHARS, validator=_positive)
 
 
 class Rejected(RelayError):

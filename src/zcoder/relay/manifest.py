@@ -26,9 +26,16 @@ import attrs
 from zcoder import strict_json
 from zcoder.atomic_write import write_file
 from zcoder.errors import RelayError
-from zcoder.relay.envelope import MAX_PROJECT_CHARS, MAX_WORKSPACE_CHARS, STATES
+from zcoder.relay.envelope import STATES
+from zcoder.relay.limits import (
+    MAX_PID,
+    MAX_PROJECT_CHARS,
+    MAX_TIME,
+    MAX_WORKSPACE_CHARS,
+    PROTOCOL_VERSION,
+)
 from zcoder.relay.paths import manifest_name, socket_name
-from zcoder.relay.protocol import INSTANCE_ID_RE, PROTOCOL_VERSION
+from zcoder.relay.protocol import INSTANCE_ID_RE
 
 __all__ = [
     "MAX_MANIFEST_BYTES",
@@ -39,8 +46,6 @@ __all__ = [
 ]
 
 MAX_MANIFEST_BYTES = 16384
-_MAX_PID = 2**31 - 1
-_MAX_TIME = 2**53
 _SHORT = 256  # session id, profile, model
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -83,7 +88,7 @@ def _integer(value: object, low: int, high: int) -> bool:
 _CHECKS: dict[str, Callable[[Any], bool]] = {
     "protocol": lambda v: type(v) is int and v == PROTOCOL_VERSION,
     "instance_id": lambda v: type(v) is str and INSTANCE_ID_RE.fullmatch(v) is not None,
-    "pid": lambda v: _integer(v, 1, _MAX_PID),
+    "pid": lambda v: _integer(v, 1, MAX_PID),
     "project": lambda v: _text(v, MAX_PROJECT_CHARS),
     "workspace": lambda v: _text(v, MAX_WORKSPACE_CHARS, low=1) and v.startswith("/"),
     "session_id": lambda v: _text(v, _SHORT),
@@ -91,7 +96,7 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
     "model": lambda v: _text(v, _SHORT),
     "socket": lambda v: _text(v, MAX_WORKSPACE_CHARS, low=1),
     "state": lambda v: type(v) is str and v in STATES,
-    "started_at": lambda v: _integer(v, 0, _MAX_TIME),
+    "started_at": lambda v: _integer(v, 0, MAX_TIME),
 }
 _FIELDS = tuple(a.name for a in attrs.fields(Manifest))
 

@@ -15,6 +15,7 @@ FLOORS: dict[str, int] = {
     "zcoder.errors": 1,
     "zcoder.atomic_write": 1,
     "zcoder.strict_json": 1,
+    "zcoder.flat_text": 1,
     "zcoder.conversation": 1,
     "zcoder.live": 1,
     "zcoder.approval": 1,

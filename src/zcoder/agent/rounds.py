@@ -28,6 +28,7 @@ from zcoder.errors import (
     StreamErrorLine,
     StreamStalled,
 )
+from zcoder.flat_text import one_line
 from zcoder.live import Entry, StateChange, ToolState, ToolUpdate, TurnSink
 from zcoder.tools.base import ToolContext, ToolResult
 
@@ -71,8 +72,7 @@ class TurnParts:
 
 
 def _one_line(text: str, limit: int = 300) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+    return one_line(text, limit)
 
 
 def describe_model_error(exc: ModelError, host: str, model: str) -> str:

@@ -22,7 +22,7 @@ from zcoder.app.relay_unrun import sender_label
 from zcoder.approval import Approver
 from zcoder.config import Config
 from zcoder.conversation import TranscriptEvent
-from zcoder.errors import ModelError, SessionError, ZcoderError
+from zcoder.errors import CommandError, ModelError, SessionError, ZcoderError
 from zcoder.live import Entry, LiveEvent, ToolUpdate, TurnSink
 from zcoder.relay.spool import Claimed
 from zcoder.session import Session, SessionStore, SessionSummary
@@ -190,11 +190,11 @@ class AgentBackend:
             with trio.fail_after(_CHECK_SECONDS):
                 models = [m.name for m in await self._client.list_models()]
         except trio.TooSlowError:
-            raise ZcoderError(
+            raise CommandError(
                 f"{self._client.kind} at {self._config.host} did not answer in time"
             ) from None
         except ModelError as exc:
-            raise ZcoderError(self._describe(exc)) from None
+            raise CommandError(self._describe(exc)) from None
         self.models = sorted(models)
         return self.models
 

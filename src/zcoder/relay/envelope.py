@@ -63,7 +63,7 @@ import cattrs
 from cattrs.v import format_exception
 
 from zcoder import strict_json
-from zcoder.errors import RelayError, RelayTransportError
+from zcoder.errors import Rejected, RelayTransportError
 from zcoder.relay.limits import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_MESSAGE_CHARS,
@@ -230,17 +230,6 @@ class Limits:
 
     max_bytes: int = attrs.field(default=DEFAULT_MAX_BYTES, validator=_positive)
     max_message_chars: int = attrs.field(default=DEFAULT_MAX_MESSAGE_CHARS, validator=_positive)
-
-
-class Rejected(RelayError):
-    """A request that gets a non-accepting ack: ``status`` and the request's ``message_id``
-    (``""`` when it could not be read), ``reason`` for logs."""
-
-    def __init__(self, status: str, message_id: str, reason: str) -> None:
-        super().__init__(f"{status}: {reason}")
-        self.status = status
-        self.message_id = message_id
-        self.reason = reason
 
 
 def _exact(kind: type[_T], name: str) -> Any:

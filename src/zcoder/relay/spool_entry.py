@@ -16,7 +16,8 @@ from pathlib import Path
 
 from zcoder import strict_json
 from zcoder.atomic_write import write_file
-from zcoder.relay.envelope import Enqueue, Limits, Rejected, enqueue_from_json, enqueue_to_json
+from zcoder.errors import InvalidEntry, Rejected
+from zcoder.relay.envelope import Enqueue, Limits, enqueue_from_json, enqueue_to_json
 from zcoder.relay.protocol import MESSAGE_ID_RE
 
 __all__ = ["ENTRY_NAME_RE", "InvalidEntry", "encode_entry", "entry_name", "read_entry", "write_new"]
@@ -26,10 +27,6 @@ ENTRY_NAME_RE = re.compile(r"([0-9]{12})-(" + MESSAGE_ID_RE.pattern + r")\.json"
 _META = {True: b'{"spool":1,"verified":true}\n', False: b'{"spool":1,"verified":false}\n'}
 _META_LIMIT = 64
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
-
-class InvalidEntry(Exception):
-    """A spool entry that cannot be trusted; the message says why."""
 
 
 def entry_name(sequence: int, message_id: str) -> str:

@@ -65,12 +65,11 @@ def _installed(name: str, models: list[str]) -> bool:
 
 
 def _row(summary: SessionSummary, current: str) -> SessionRow:
-    s = summary
-    return SessionRow(s.id, s.title, s.model, s.updated_at, s.messages, s.problem, s.id == current)
+    return SessionRow(summary, summary.id == current)
 
 
 def _current_row(s: Session) -> SessionRow:
-    return SessionRow(s.id, s.title, s.model, s.updated_at, len(s.history), "", True)
+    return SessionRow(SessionSummary.of(s), current=True)
 
 
 class AgentBackend:

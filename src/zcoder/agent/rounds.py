@@ -186,10 +186,7 @@ class RoundRunner:
         self, key: str, call: ToolCall, state: ToolState, result: ToolResult | None = None
     ) -> None:
         done = result if result is not None else ToolResult("")
-        target = self._target(call)
-        self._p.sink.emit(
-            ToolUpdate(key, call.name, target, state, done.summary, done.diff, done.output)
-        )
+        self._p.sink.emit(ToolUpdate(key, call.name, self._target(call), state, done))
 
     def _answer(self, key: str, call: ToolCall, result: ToolResult, state: ToolState) -> None:
         self._pending = [p for p in self._pending if p[0] != key]

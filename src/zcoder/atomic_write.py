@@ -27,8 +27,9 @@ import os
 import secrets
 import stat
 from pathlib import Path
+from typing import TypedDict, Unpack
 
-__all__ = ["commit_file", "discard_file", "stage_file", "write_file"]
+__all__ = ["Staging", "commit_file", "discard_file", "stage_file", "write_file"]
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -89,31 +90,23 @@ def discard_file(temp: Path) -> None:
         os.unlink(temp)
 
 
+class Staging(TypedDict, total=False):
+    """The keyword parameters of ``stage_file``, which ``write_file`` passes on."""
+
+    mode: int
+    keep_mode: bool
+    sync: bool
+    temp_dir: Path | None
+    prefix: str | None
+    suffix: str
+
+
 def write_file(
-    path: Path,
-    data: bytes,
-    *,
-    mode: int = 0o600,
-    keep_mode: bool = False,
-    sync: bool = True,
-    sync_dir: bool = False,
-    temp_dir: Path | None = None,
-    prefix: str | None = None,
-    suffix: str = ".tmp",
+    path: Path, data: bytes, *, sync_dir: bool = False, **staging: Unpack[Staging]
 ) -> None:
-    """Replace (or create) ``path`` with ``data`` in one step; the parameters are those of
-    ``stage_file`` and ``commit_file``. ``OSError`` on failure, the old file intact."""
-    temp = stage_file(
-        path,
-        data,
-        mode=mode,
-        keep_mode=keep_mode,
-        sync=sync,
-        temp_dir=temp_dir,
-        prefix=prefix,
-        suffix=suffix,
-    )
-    commit_file(temp, path, sync_dir=sync_dir)
+    """Replace (or create) ``path`` with ``data`` in one step: ``stage_file`` with
+    ``staging``, then ``commit_file``. ``OSError`` on failure, the old file intact."""
+    commit_file(stage_file(path, data, **staging), path, sync_dir=sync_dir)
 
 
 def _sync_directory(directory: Path) -> None:

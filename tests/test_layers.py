@@ -13,6 +13,9 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 FLOORS: dict[str, int] = {
     "zcoder": 1,
     "zcoder.errors": 1,
+    "zcoder.atomic_write": 1,
+    "zcoder.strict_json": 1,
+    "zcoder.flat_text": 1,
     "zcoder.conversation": 1,
     "zcoder.live": 1,
     "zcoder.approval": 1,

@@ -19,7 +19,7 @@ import pytest
 from tests.fakes.ollama_server import FakeOllama
 from zcoder.agent.loop import STOP_MARKER
 from zcoder.approval import ApprovalRequest
-from zcoder.conversation import EventRole, Message, TranscriptEvent
+from zcoder.conversation import EventRole, Message, ToolResult, TranscriptEvent
 from zcoder.live import Entry, TextDelta, ThinkingDelta, ToolUpdate
 from zcoder.oneshot import resume_hint
 from zcoder.oneshot_io import StreamSink, TtyApprover, approval_prompt
@@ -318,7 +318,9 @@ def test_sink_streams_once_and_prints_finish_responses() -> None:
     sink.emit(_entry("assistant", "Let me look."))  # already streamed: not repeated
     sink.emit(ToolUpdate("1.0", "read_file", "a.py", "pending"))
     sink.emit(ToolUpdate("1.0", "read_file", "a.py", "running"))
-    sink.emit(ToolUpdate("1.0", "read_file", "a.py", "completed", summary="2 lines"))
+    sink.emit(
+        ToolUpdate("1.0", "read_file", "a.py", "completed", ToolResult("", summary="2 lines"))
+    )
     sink.emit(_entry("tool", "2 lines"))
     sink.emit(_entry("assistant", "Done.", finish="complete"))  # never streamed
     sink.emit(_entry("error", "boom\x1b[0m"))
@@ -332,7 +334,9 @@ def test_sink_streams_once_and_prints_finish_responses() -> None:
 def test_sink_renders_a_tool_name_visibly() -> None:
     sink, _, err = _sink()
     sink.emit(ToolUpdate("1.0", "ls\x1b[2J", "\x07", "running"))
-    sink.emit(ToolUpdate("1.0", "ls\x1b[2J", "\x07", "failed", summary="unknown tool"))
+    sink.emit(
+        ToolUpdate("1.0", "ls\x1b[2J", "\x07", "failed", ToolResult("", summary="unknown tool"))
+    )
     assert err.getvalue() == ("-> ls^[[2J ^G\n   ls^[[2J failed: unknown tool\n")
 
 

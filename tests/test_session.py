@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 import subprocess
@@ -479,3 +480,20 @@ def test_a_session_too_large_to_open_is_not_written(
     with pytest.raises(SessionError, match=r"would be over \d+ bytes; start a new session"):
         store.save(s)
     assert store.dir.joinpath(f"{s.id}.json").read_bytes() == saved
+
+
+def test_a_file_with_a_repeated_key_is_corrupt_and_nan_arguments_load(
+    store: SessionStore,
+) -> None:
+    s = _answered(store.create("m"))
+    s.history.append(Message("assistant", "", tool_calls=(ToolCall("f", {"x": math.nan}),)))
+    store.save(s)
+    store.release(s)
+    reopened = store.open(s.id)
+    assert math.isnan(reopened.history[-1].tool_calls[0].arguments["x"])
+    store.release(reopened)
+    path = store.dir / f"{s.id}.json"
+    data = path.read_bytes()
+    path.write_bytes(data.replace(b'{"format":2,', b'{"format":2,"title":"x",', 1))
+    with pytest.raises(SessionCorrupt, match="duplicate key"):
+        store.open(s.id)

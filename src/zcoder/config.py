@@ -19,6 +19,16 @@ import attrs
 from zcoder.decimal_text import plain_float, plain_int
 from zcoder.defaults import DEFAULT_HOST, DEFAULT_MODEL
 from zcoder.errors import ConfigError
+from zcoder.relay.limits import (
+    DEFAULT_IO_TIMEOUT,
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_MESSAGE_CHARS,
+    DEFAULT_MAX_QUEUE,
+    IO_TIMEOUT_RANGE,
+    MAX_BYTES_RANGE,
+    MAX_MESSAGE_CHARS_RANGE,
+    MAX_QUEUE_RANGE,
+)
 
 __all__ = [
     "APIS",
@@ -61,10 +71,10 @@ class RelaySettings:
 
     mode: RelayMode = "on"
     dir: Path | None = None
-    max_bytes: int = 65536
-    max_message_chars: int = 16000
-    max_queue: int = 16
-    io_timeout: float = 2.0
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS
+    max_queue: int = DEFAULT_MAX_QUEUE
+    io_timeout: float = DEFAULT_IO_TIMEOUT
 
 
 @attrs.frozen
@@ -172,6 +182,10 @@ def _int(option: str, value: str, low: int, high: int) -> int:
     return number
 
 
+def _limit(env: Mapping[str, str], var: str, default: int, bounds: tuple[int, int]) -> int:
+    return _int(var, env.get(var, str(default)), *bounds)
+
+
 def _workspace(name: str, value: str) -> Path:
     path = Path(value).expanduser()
     try:
@@ -189,25 +203,25 @@ def relay_settings_from_env(env: Mapping[str, str]) -> RelaySettings:
     raw_dir = env.get("ZCODER_RELAY_DIR")
     if raw_dir is not None and not os.path.isabs(raw_dir):
         raise ConfigError("ZCODER_RELAY_DIR", f"{raw_dir!r} is not an absolute path")
-    timeout_raw = env.get("ZCODER_RELAY_IO_TIMEOUT", "2")
+    timeout_raw = env.get("ZCODER_RELAY_IO_TIMEOUT", f"{DEFAULT_IO_TIMEOUT:g}")
     timeout = plain_float(timeout_raw)
-    if timeout is None or not 0.05 <= timeout <= 60:
+    low, high = IO_TIMEOUT_RANGE
+    if timeout is None or not low <= timeout <= high:
         raise ConfigError(
-            "ZCODER_RELAY_IO_TIMEOUT", f"{timeout_raw!r} is not a number of seconds from 0.05 to 60"
+            "ZCODER_RELAY_IO_TIMEOUT",
+            f"{timeout_raw!r} is not a number of seconds from {low:g} to {high:g}",
         )
     return RelaySettings(
         mode=mode,
         dir=Path(raw_dir) if raw_dir else None,
-        max_bytes=_int(
-            "ZCODER_RELAY_MAX_BYTES", env.get("ZCODER_RELAY_MAX_BYTES", "65536"), 1024, 16777216
-        ),
-        max_message_chars=_int(
+        max_bytes=_limit(env, "ZCODER_RELAY_MAX_BYTES", DEFAULT_MAX_BYTES, MAX_BYTES_RANGE),
+        max_message_chars=_limit(
+            env,
             "ZCODER_RELAY_MAX_MESSAGE_CHARS",
-            env.get("ZCODER_RELAY_MAX_MESSAGE_CHARS", "16000"),
-            1,
-            1000000,
+            DEFAULT_MAX_MESSAGE_CHARS,
+            MAX_MESSAGE_CHARS_RANGE,
         ),
-        max_queue=_int("ZCODER_RELAY_MAX_QUEUE", env.get("ZCODER_RELAY_MAX_QUEUE", "16"), 1, 1024),
+        max_queue=_limit(env, "ZCODER_RELAY_MAX_QUEUE", DEFAULT_MAX_QUEUE, MAX_QUEUE_RANGE),
         io_timeout=timeout,
     )
 

@@ -1,4 +1,4 @@
-"""Shared data: model messages, tool calls and visible transcript events.
+"""Shared data: model messages, tool calls and results, and visible transcript events.
 
 Pure data at the bottom of the house: the agent, the session store, the tools and the UI all
 import it, and it imports none of them.
@@ -18,6 +18,7 @@ __all__ = [
     "MessageRole",
     "Origin",
     "ToolCall",
+    "ToolResult",
     "TranscriptEvent",
 ]
 
@@ -42,6 +43,19 @@ class ToolCall:
     arguments: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
     id: str = ""
     problem: str = ""
+
+
+@attrs.frozen
+class ToolResult:
+    """What goes back to the model (``text``), plus for the UI a one-line ``summary``, an
+    optional ``diff`` and an optional ``output`` (a command's output, previewed under its
+    card). ``ok`` is false for every ``Error: ...`` result."""
+
+    text: str
+    ok: bool = True
+    summary: str = ""
+    diff: str = ""
+    output: str = ""
 
 
 @attrs.frozen

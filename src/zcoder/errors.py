@@ -2,6 +2,11 @@
 
 Foreign exceptions (httpx, OSError, cattrs) are translated once, at the boundary that
 meets them; everything above sees only these. ``trio.Cancelled`` is never caught here.
+Every exception class that leaves its module is defined here (modules re-export the ones
+they raise, e.g. ``relay.envelope.Rejected``). The only others are private signals that
+never leave their module (``relay.client._Ambiguous``, ``relay.envelope._FieldError``,
+``relay.manifest._Bad``, ``guard._Blocked``). ``ZcoderError`` itself is never raised: a
+problem the UI shows is raised as the subclass that says what failed.
 
     ZcoderError
     ├── ConfigError              a bad option or environment value (names it)
@@ -18,22 +23,29 @@ meets them; everything above sees only these. ``trio.Cancelled`` is never caught
     │   └── SessionNotFound      no session with that id
     ├── WorkspaceError           a path outside the workspace or not usable
     ├── ToolError                a tool call cannot be carried out (the model sees the message)
+    ├── CommandError             a user's command (``/agents pause``...) cannot be carried out
     └── RelayError               the inter-agent relay
         ├── RelayUnavailable     the relay cannot run here (reason says why)
         ├── UnsafeRelayDir       the shared relay directory is not safe to use
         ├── FrameError           a frame that violates the wire format
-        └── RelayTransportError  a peer could not be reached or answered badly
+        ├── RelayTransportError  a peer could not be reached or answered badly
+        ├── Rejected             a request answered with a non-accepting ack (its status)
+        ├── InvalidEntry         a spool entry that cannot be trusted
+        └── SpoolFault           the file system refused a spool operation (damaged or not)
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "CommandError",
     "ConfigError",
     "FrameError",
     "IncompleteStream",
+    "InvalidEntry",
     "MalformedStream",
     "ModelError",
     "ModelHTTPError",
+    "Rejected",
     "RelayError",
     "RelayTransportError",
     "RelayUnavailable",
@@ -42,6 +54,7 @@ __all__ = [
     "SessionError",
     "SessionLocked",
     "SessionNotFound",
+    "SpoolFault",
     "StreamErrorLine",
     "StreamStalled",
     "ToolError",
@@ -52,7 +65,7 @@ __all__ = [
 
 
 class ZcoderError(Exception):
-    """Base of every error zcoder raises on purpose."""
+    """Base of every error zcoder raises on purpose; caught, never raised itself."""
 
 
 class ConfigError(ZcoderError):
@@ -148,6 +161,11 @@ class ToolError(ZcoderError):
     """A tool call cannot be carried out; the message is what the model sees after ``Error: ``."""
 
 
+class CommandError(ZcoderError):
+    """A command the user gave cannot be carried out; the message is one finished line
+    (what failed and what to do)."""
+
+
 class RelayError(ZcoderError):
     """The inter-agent relay failed."""
 
@@ -166,3 +184,28 @@ class FrameError(RelayError):
 
 class RelayTransportError(RelayError):
     """A peer could not be reached, or answered with something unusable."""
+
+
+class Rejected(RelayError):
+    """A request that gets a non-accepting ack: ``status`` and the request's ``message_id``
+    (``""`` when it could not be read), ``reason`` for logs."""
+
+    def __init__(self, status: str, message_id: str, reason: str) -> None:
+        super().__init__(f"{status}: {reason}")
+        self.status = status
+        self.message_id = message_id
+        self.reason = reason
+
+
+class InvalidEntry(RelayError):
+    """A spool entry that cannot be trusted; the message says why."""
+
+
+class SpoolFault(RelayError):
+    """A spool operation the file system refused. ``damaged`` (the relay must stop) or a
+    storage failure (full, read-only: the relay may go on); the message says which
+    operation failed and why, in one line."""
+
+    def __init__(self, message: str, *, damaged: bool) -> None:
+        super().__init__(message)
+        self.damaged = damaged

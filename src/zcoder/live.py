@@ -11,7 +11,7 @@ from typing import Literal, Protocol
 
 import attrs
 
-from zcoder.conversation import TranscriptEvent
+from zcoder.conversation import ToolResult, TranscriptEvent
 
 __all__ = [
     "Entry",
@@ -48,20 +48,34 @@ class ThinkingDelta:
     text: str
 
 
+_NO_RESULT = ToolResult("")  # a pending or running call has none yet
+
+
 @attrs.frozen
 class ToolUpdate:
     """A tool card changed state. ``call_key`` is unique within the turn.
 
-    ``output`` (optional) is the tool's output text, of which the UI shows a few lines.
+    ``result`` is the tool's result as far as there is one (empty while it is pending or
+    running); the card shows its ``summary``, its ``diff`` and a few lines of its ``output``.
     """
 
     call_key: str
     name: str
     target: str
     state: ToolState
-    summary: str = ""
-    diff: str = ""
-    output: str = ""
+    result: ToolResult = _NO_RESULT
+
+    @property
+    def summary(self) -> str:
+        return self.result.summary
+
+    @property
+    def diff(self) -> str:
+        return self.result.diff
+
+    @property
+    def output(self) -> str:
+        return self.result.output
 
 
 @attrs.frozen

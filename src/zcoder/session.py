@@ -229,7 +229,7 @@ class SessionStore:
             with contextlib.suppress(OSError):
                 return SessionSummary(sid, "", "", path.stat().st_mtime, 0, problem=str(exc))
             return None
-        return SessionSummary(s.id, s.title, s.model, s.updated_at, len(s.history))
+        return SessionSummary.of(s)
 
     def _file(self, sid: str) -> Path:
         return self.dir / f"{sid}.json"

@@ -79,6 +79,13 @@ class SessionSummary:
     messages: int
     problem: str = ""
 
+    @classmethod
+    def of(cls, session: Session) -> SessionSummary:
+        """The row of a session that was read (or is open) without a problem."""
+        return cls(
+            session.id, session.title, session.model, session.updated_at, len(session.history)
+        )
+
 
 def _strict(kind: type, label: str) -> Any:
     def hook(value: Any, _: Any) -> Any:

@@ -1,8 +1,8 @@
 """The files under the session store: atomic writes, appends and per-session locks.
 
-Atomic write: a private temp file beside the target, fsync, ``os.replace``, fsync of the
-directory; a crash mid-write leaves the previous file intact. Append: write at a known
-offset, cut what follows, ``fdatasync``.
+Atomic write (``zcoder.atomic_write``): a private temp file beside the target, fsync,
+rename, fsync of the directory; a crash mid-write leaves the previous file intact.
+Append: write at a known offset, cut what follows, ``fdatasync``.
 
 Locks: a process that has a session open holds ``fcntl.flock`` on ``<id>.lock`` (its pid
 written inside, for the message another process shows). The lock dies with the process,
@@ -14,36 +14,19 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
+from zcoder.atomic_write import write_file
 from zcoder.errors import SessionError, SessionLocked
 
 __all__ = ["SessionLocks", "append_at", "write_atomic"]
 
 
 def write_atomic(directory: Path, name: str, data: bytes) -> None:
-    """Replace ``directory/name`` with ``data`` in one step (mode 0600)."""
-    tmp = directory / f".{name}.{secrets.token_hex(4)}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
-    try:
-        fd = os.open(tmp, flags, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, directory / name)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):  # durability of the rename; the data is already safe
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    """Replace ``directory/name`` with ``data`` in one step (mode 0600), durably: the data
+    and the rename are flushed to disk. The temp file is ``.<name>.<random>.tmp``."""
+    write_file(directory / name, data, sync=True, sync_dir=True)
 
 
 def append_at(path: Path, offset: int, data: bytes) -> None:

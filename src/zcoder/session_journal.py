@@ -19,6 +19,8 @@ from typing import Any
 
 import attrs
 
+from zcoder import strict_json
+
 __all__ = [
     "FORMAT_VERSION",
     "MAX_FILE_BYTES",
@@ -67,8 +69,8 @@ def encode_entry(add: Mapping[str, list[Any]], changed: Mapping[str, Any]) -> by
 
 def _loads(data: bytes, corrupt: Callable[[str], Exception], where: str) -> Any:
     try:
-        return json.loads(data)
-    except (ValueError, RecursionError) as exc:
+        return strict_json.loads(data, constants=True)
+    except ValueError as exc:
         raise corrupt(f"{where}not valid JSON ({exc})") from None
 
 
@@ -105,8 +107,8 @@ def decode(data: bytes, corrupt: Callable[[str], Exception]) -> Decoded:
     newline = data.find(b"\n")
     head = data if newline < 0 else data[:newline]
     try:
-        first = json.loads(head)
-    except (ValueError, RecursionError):
+        first = strict_json.loads(head, constants=True)
+    except ValueError:
         first = None
     if not isinstance(first, dict) or first.get("format") != FORMAT_VERSION:
         return _legacy(data, corrupt)

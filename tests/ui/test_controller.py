@@ -22,6 +22,7 @@ from zcoder.approval import ApprovalRequest
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import ZcoderError
 from zcoder.live import Entry, LiveEvent, StateChange, TextDelta, TurnSink
+from zcoder.session_data import SessionSummary
 from zcoder.ui.approval import ApprovalLine
 from zcoder.ui.backend import SessionRow, Unrun
 from zcoder.ui.controller import Controller
@@ -109,8 +110,10 @@ class FakeBackend:
 
     async def list_sessions(self) -> list[SessionRow]:
         return [
-            SessionRow(self.session_id, self.session_title, self.model, 0.0, 0, current=True),
-            SessionRow("s2", "older work", "m:1", 0.0, 4),
+            SessionRow(
+                SessionSummary(self.session_id, self.session_title, self.model, 0.0, 0), True
+            ),
+            SessionRow(SessionSummary("s2", "older work", "m:1", 0.0, 4)),
         ]
 
     def switch_session(self, session_id: str) -> list[TranscriptEvent]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 from prompt_toolkit.formatted_text import StyleAndTextTuples, to_plain_text
 
-from zcoder.conversation import TranscriptEvent
+from zcoder.conversation import ToolResult, TranscriptEvent
 from zcoder.live import Entry, TextDelta, ThinkingDelta, ToolUpdate
 from zcoder.ui.markdown import render_markdown, split_blocks
 from zcoder.ui.render import (
@@ -106,27 +106,41 @@ def test_diff_is_coloured_and_cut() -> None:
 
 
 def test_tool_card_states_and_summary() -> None:
-    card = render_tool(ToolUpdate("1.0", "run_command", "make\x1b[1m", "failed", "exit 2"))
+    card = render_tool(
+        ToolUpdate("1.0", "run_command", "make\x1b[1m", "failed", ToolResult("", summary="exit 2"))
+    )
     assert plain(card) == "✗ run_command make^[[1m  failed · exit 2\n"
-    done = render_tool(ToolUpdate("1.0", "write_file", "a.py", "completed", "1 line", "+x\n"))
+    done = render_tool(
+        ToolUpdate(
+            "1.0", "write_file", "a.py", "completed", ToolResult("", summary="1 line", diff="+x\n")
+        )
+    )
     assert plain(done) == "✓ write_file a.py  completed · 1 line\n    +x\n"
 
 
 def test_a_summary_that_does_not_fit_the_card_row_gets_its_own_row() -> None:
     update = ToolUpdate("1.0", "send_agent_message", "beta (pid 7, /w/beta) · 7-1", "completed")
     summary = "accepted (queue position 1) by beta (pid 7)"
-    wide = render_tool(attrs.evolve(update, summary=summary), width=120)
+    wide = render_tool(attrs.evolve(update, result=ToolResult("", summary=summary)), width=120)
     assert (
         plain(wide) == f"✓ send_agent_message beta (pid 7, /w/beta) · 7-1  completed · {summary}\n"
     )
-    narrow = plain(render_tool(attrs.evolve(update, summary=summary), width=70))
+    narrow = plain(
+        render_tool(attrs.evolve(update, result=ToolResult("", summary=summary)), width=70)
+    )
     assert narrow == f"✓ send_agent_message beta (pid 7, /w/beta) · 7-1  completed\n    {summary}\n"
     assert all(len(row) <= 70 for row in narrow.splitlines())
 
 
 def test_an_undelivered_send_has_its_own_mark_colour_and_words() -> None:
     why = "beta is paused: it refuses new messages until it is resumed"
-    update = ToolUpdate("1.0", "send_agent_message", "beta (pid 7) · 7-1", "undelivered", why)
+    update = ToolUpdate(
+        "1.0",
+        "send_agent_message",
+        "beta (pid 7) · 7-1",
+        "undelivered",
+        ToolResult("", summary=why),
+    )
     card = render_tool(update, width=120)
     assert plain(card) == f"✗ send_agent_message beta (pid 7) · 7-1  not delivered: {why}\n"
     assert styles_of(card, "✗") == ["class:tool.undelivered"]
@@ -146,7 +160,15 @@ def test_an_undelivered_send_has_its_own_mark_colour_and_words() -> None:
 
 def test_command_output_preview_keeps_the_last_lines() -> None:
     output = "\n".join(f"out {i}" for i in range(10)) + "\n\x1b[31mred\n"
-    card = render_tool(ToolUpdate("1.0", "run_command", "make", "completed", "exit 0", "", output))
+    card = render_tool(
+        ToolUpdate(
+            "1.0",
+            "run_command",
+            "make",
+            "completed",
+            ToolResult("", summary="exit 0", output=output),
+        )
+    )
     assert plain(card).splitlines() == [
         "✓ run_command make  completed · exit 0",
         "  ⎿ … 7 earlier lines",
@@ -155,9 +177,19 @@ def test_command_output_preview_keeps_the_last_lines() -> None:
         "    out 9",
         "    ^[[31mred",
     ]
-    short = render_tool(ToolUpdate("1.0", "run_command", "ls", "completed", "exit 0", "", "a\n"))
+    short = render_tool(
+        ToolUpdate(
+            "1.0",
+            "run_command",
+            "ls",
+            "completed",
+            ToolResult("", summary="exit 0", output="a\n"),
+        )
+    )
     assert plain(short) == "✓ run_command ls  completed · exit 0\n  ⎿ a\n"
-    denied = render_tool(ToolUpdate("1.0", "run_command", "ls", "denied", "no", "", "a"))
+    denied = render_tool(
+        ToolUpdate("1.0", "run_command", "ls", "denied", ToolResult("", summary="no", output="a"))
+    )
     assert plain(denied) == "⊘ run_command ls  denied · no\n"
 
 
@@ -269,7 +301,9 @@ def test_tool_cards_live_then_printed_once() -> None:
     view = TranscriptView(lambda f: printed.append(plain(f)))
     view.apply(ToolUpdate("1.0", "run_command", "ls", "running"))
     assert plain(view.render_live(10)) == "◐ run_command ls  running"
-    view.apply(ToolUpdate("1.0", "run_command", "ls", "completed", "exit 0"))
+    view.apply(
+        ToolUpdate("1.0", "run_command", "ls", "completed", ToolResult("", summary="exit 0"))
+    )
     meta = {"name": "run_command", "target": "ls", "state": "completed"}
     view.apply(Entry(TranscriptEvent("tool", "exit 0", meta=meta)))
     assert printed == ["✓ run_command ls  completed · exit 0\n"]

@@ -29,6 +29,7 @@ from zcoder.errors import (
     StreamErrorLine,
     StreamStalled,
 )
+from zcoder.flat_text import one_line
 from zcoder.live import StateChange, ToolState, ToolUpdate
 from zcoder.tools.base import ToolContext, ToolResult
 from zcoder.tools.registry import CheckedCall
@@ -42,8 +43,7 @@ INTERRUPTED_TEXT = "interrupted because the user cancelled"
 
 
 def _one_line(text: str, limit: int = 300) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+    return one_line(text, limit)
 
 
 def describe_model_error(exc: ModelError, host: str, model: str) -> str:
@@ -156,10 +156,7 @@ class RoundRunner:
         self, key: str, call: ToolCall, state: ToolState, result: ToolResult | None = None
     ) -> None:
         done = result if result is not None else ToolResult("")
-        target = self._target(call)
-        self._p.sink.emit(
-            ToolUpdate(key, call.name, target, state, done.summary, done.diff, done.output)
-        )
+        self._p.sink.emit(ToolUpdate(key, call.name, self._target(call), state, done))
 
     def _answer(self, key: str, call: ToolCall, answer: CallOutcome) -> None:
         result, state = answer.result, answer.state

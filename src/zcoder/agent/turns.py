@@ -7,6 +7,7 @@ from typing import Literal
 import attrs
 
 from zcoder.conversation import Origin
+from zcoder.flat_text import one_line as _one_line
 
 __all__ = ["OutcomeStatus", "RelaySender", "TurnOutcome", "TurnRequest", "relay_record"]
 
@@ -55,10 +56,6 @@ class TurnOutcome:
     text: str = ""
     error: str = ""
     reached_model: bool = True
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def relay_record(sender: RelaySender, text: str) -> str:

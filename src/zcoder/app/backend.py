@@ -26,7 +26,7 @@ from zcoder.app.worker import RelayTurn
 from zcoder.approval import Approver
 from zcoder.config import Config
 from zcoder.conversation import TranscriptEvent
-from zcoder.errors import ModelError, SessionError, ZcoderError
+from zcoder.errors import CommandError, ModelError, SessionError, ZcoderError
 from zcoder.live import Entry, LiveEvent, ToolUpdate, TurnSink
 from zcoder.relay.spool import Claimed
 from zcoder.session import Session, SessionStore, SessionSummary
@@ -69,12 +69,11 @@ def _installed(name: str, models: list[str]) -> bool:
 
 
 def _row(summary: SessionSummary, current: str) -> SessionRow:
-    s = summary
-    return SessionRow(s.id, s.title, s.model, s.updated_at, s.messages, s.problem, s.id == current)
+    return SessionRow(summary, summary.id == current)
 
 
 def _current_row(s: Session) -> SessionRow:
-    return SessionRow(s.id, s.title, s.model, s.updated_at, len(s.history), "", True)
+    return SessionRow(SessionSummary.of(s), current=True)
 
 
 class AgentBackend:
@@ -191,11 +190,11 @@ class AgentBackend:
             with trio.fail_after(_CHECK_SECONDS):
                 models = [m.name for m in await self._client.list_models()]
         except trio.TooSlowError:
-            raise ZcoderError(
+            raise CommandError(
                 f"{self._client.kind} at {self._config.host} did not answer in time"
             ) from None
         except ModelError as exc:
-            raise ZcoderError(self._describe(exc)) from None
+            raise CommandError(self._describe(exc)) from None
         self.models = sorted(models)
         return self.models
 

@@ -30,7 +30,7 @@ import trio
 from zcoder.app.relay_unrun import read_unrun
 from zcoder.approval import Answer, ApprovalRequest, Approver
 from zcoder.config import Config
-from zcoder.errors import RelayError, RelayUnavailable, ZcoderError
+from zcoder.errors import CommandError, RelayError, RelayUnavailable
 from zcoder.relay import client
 from zcoder.relay.envelope import Ack, Limits
 from zcoder.relay.listing import peer_table
@@ -262,10 +262,10 @@ class RelayLink:
     def control(self, action: str) -> list[str]:
         """``""`` shows the state, ``pause``/``resume`` switch; the lines to show."""
         if action not in ("", "pause", "resume"):
-            raise ZcoderError(f"unknown /agents action {action!r}: use pause or resume")
+            raise CommandError(f"unknown /agents action {action!r}: use pause or resume")
         service = self.service
         if action and (service is None or not self.available):
-            raise ZcoderError(f"the relay is not running in this instance: {self.reason}")
+            raise RelayUnavailable(f"the relay is not running in this instance: {self.reason}")
         if service is not None and action == "pause":
             service.pause()
             return ["Relay paused: new relayed messages are refused; accepted ones wait."]
@@ -302,7 +302,7 @@ class RelayLink:
         try:
             peers = await self.discover()
         except RelayError as exc:
-            raise ZcoderError(f"/list-agents: the relay is unavailable: {exc}") from None
+            raise RelayUnavailable(f"/list-agents: the relay is unavailable: {exc}") from None
         return peer_table(peers).splitlines()
 
     async def check_send(self, target: str, message: str) -> None:

@@ -25,6 +25,7 @@ import trio
 from zcoder.errors import FrameError, RelayTransportError
 from zcoder.relay import wire
 from zcoder.relay.envelope import Ack, Enqueue, Ping, decode_ack, encode_envelope
+from zcoder.relay.limits import DEFAULT_MAX_BYTES
 from zcoder.relay.protocol import INSTANCE_ID_RE, MESSAGE_ID_RE, encode_frame
 
 __all__ = ["PendingPing", "finish_ping", "new_message_id", "ping", "send", "start_ping"]
@@ -104,7 +105,7 @@ def _checked_ack(payload: bytes, message_id: str) -> Ack:
 
 
 async def send(
-    socket_path: Path, envelope: Enqueue, *, io_timeout: float, max_bytes: int = 65536
+    socket_path: Path, envelope: Enqueue, *, io_timeout: float, max_bytes: int = DEFAULT_MAX_BYTES
 ) -> Ack:
     """Deliver ``envelope``; return the receiver's ack with its exact status."""
     try:
@@ -148,7 +149,11 @@ class PendingPing:
 
 
 def start_ping(
-    sock: socket.socket, *, target_instance_id: str, sender_instance_id: str, max_bytes: int = 65536
+    sock: socket.socket,
+    *,
+    target_instance_id: str,
+    sender_instance_id: str,
+    max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> PendingPing:
     """Write a ping on a connected non-blocking socket without waiting. Written right after
     the connect, the request is there before the peer accepts, so the peer reads it at once
@@ -179,7 +184,7 @@ def _start(sock: socket.socket, request: Ping, max_bytes: int) -> PendingPing:
     return PendingPing(sock, request, frame[sent:])
 
 
-async def finish_ping(pending: PendingPing, *, max_bytes: int = 65536) -> Ack:
+async def finish_ping(pending: PendingPing, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Ack:
     """Write the rest of the ping and read its ``pong``; the socket is closed on return.
     ``RelayTransportError`` for any other answer or none; the caller bounds the wait."""
     target = pending.request.target_instance_id
@@ -196,7 +201,11 @@ async def finish_ping(pending: PendingPing, *, max_bytes: int = 65536) -> Ack:
 
 
 async def ping(
-    socket_path: Path, *, target_instance_id: str, sender_instance_id: str, max_bytes: int = 65536
+    socket_path: Path,
+    *,
+    target_instance_id: str,
+    sender_instance_id: str,
+    max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> Ack:
     """Probe a peer; return its ``pong`` ack (with its ``state``), else raise
     ``RelayTransportError`` (unreachable, stalled, wrong instance, any other answer)."""

@@ -56,19 +56,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import attrs
 import cattrs
 from cattrs.v import format_exception
 
-from zcoder.errors import RelayError, RelayTransportError
-from zcoder.relay.protocol import (
-    INSTANCE_ID_RE,
-    MESSAGE_ID_RE,
+from zcoder import strict_json
+from zcoder.errors import Rejected, RelayTransportError
+from zcoder.relay.limits import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_MESSAGE_CHARS,
+    MAX_PEER_ID_CHARS,
+    MAX_PID,
+    MAX_PROJECT_CHARS,
+    MAX_TIME,
+    MAX_WORKSPACE_CHARS,
     PROTOCOL_VERSION,
-    STATUSES,
 )
+from zcoder.relay.protocol import INSTANCE_ID_RE, MESSAGE_ID_RE, STATUSES
 
 __all__ = [
     "MAX_PEER_ID_CHARS",
@@ -89,11 +95,6 @@ __all__ = [
 ]
 
 STATES: tuple[str, ...] = ("ready", "busy", "paused")
-MAX_PROJECT_CHARS = 256
-MAX_WORKSPACE_CHARS = 4096
-MAX_PEER_ID_CHARS = 256
-_MAX_PID = 2**31 - 1
-_MAX_TIME = 2**53
 _T = TypeVar("_T")
 _Check = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 _Test = Callable[[Any], object]
@@ -151,15 +152,17 @@ _message_id = _check(str, MESSAGE_ID_RE.fullmatch, "1-100 of A-Z a-z 0-9 _ . -")
 _peer_id = _check(str, peer_id, f"1-{MAX_PEER_ID_CHARS} printable characters")
 _ack_message_id = _check(str, lambda v: v == "" or peer_id(v), "an id or empty")
 _instance_id = _check(str, INSTANCE_ID_RE.fullmatch, "<pid>-<nonce>")
-_pid = _check(int, lambda v: 1 <= v <= _MAX_PID, f"an integer from 1 to {_MAX_PID}")
-_project = _check(str, lambda v: _text(v, 0, MAX_PROJECT_CHARS), "at most 256 characters, no NUL")
+_pid = _check(int, lambda v: 1 <= v <= MAX_PID, f"an integer from 1 to {MAX_PID}")
+_project = _check(
+    str, lambda v: _text(v, 0, MAX_PROJECT_CHARS), f"at most {MAX_PROJECT_CHARS} characters, no NUL"
+)
 _workspace = _check(
     str,
     lambda v: v.startswith("/") and _text(v, 1, MAX_WORKSPACE_CHARS),
     "an absolute path of at most 4096 characters, no NUL",
 )
 _body_check = _check(str, _body, "non-blank UTF-8 text without NUL")
-_timestamp = _check(int, lambda v: 0 <= v <= _MAX_TIME, f"an integer from 0 to {_MAX_TIME}")
+_timestamp = _check(int, lambda v: 0 <= v <= MAX_TIME, f"an integer from 0 to {MAX_TIME}")
 _status = _check(str, STATUSES.__contains__, "an ack status")
 _position = _optional(_check(int, lambda v: v >= 1, "an integer >= 1"))
 _state = _optional(_check(str, STATES.__contains__, "ready, busy or paused"))
@@ -225,19 +228,8 @@ class Ack:
 class Limits:
     """Size limits: frame payload in bytes, relayed task text in characters."""
 
-    max_bytes: int = attrs.field(default=65536, validator=_positive)
-    max_message_chars: int = attrs.field(default=16000, validator=_positive)
-
-
-class Rejected(RelayError):
-    """A request that gets a non-accepting ack: ``status`` and the request's ``message_id``
-    (``""`` when it could not be read), ``reason`` for logs."""
-
-    def __init__(self, status: str, message_id: str, reason: str) -> None:
-        super().__init__(f"{status}: {reason}")
-        self.status = status
-        self.message_id = message_id
-        self.reason = reason
+    max_bytes: int = attrs.field(default=DEFAULT_MAX_BYTES, validator=_positive)
+    max_message_chars: int = attrs.field(default=DEFAULT_MAX_MESSAGE_CHARS, validator=_positive)
 
 
 def _exact(kind: type[_T], name: str) -> Any:
@@ -276,27 +268,12 @@ def _structure(obj: dict[str, Any], cls: type[_T], conv: cattrs.Converter) -> _T
         raise _FieldError(str(exc)) from None
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        raise ValueError("duplicate key")
-    return obj
-
-
-def _no_constant(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not JSON")
-
-
 def _parse(payload: bytes, max_bytes: int) -> dict[str, Any]:
     if len(payload) > max_bytes:
         raise Rejected("invalid", "", f"payload exceeds {max_bytes} bytes")
     try:
-        obj = json.loads(
-            payload.decode("utf-8"),
-            object_pairs_hook=_no_duplicates,
-            parse_constant=_no_constant,
-        )
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        obj = strict_json.loads(payload)
+    except ValueError as exc:
         raise Rejected("invalid", "", f"not a JSON object: {exc}") from None
     if type(obj) is not dict:
         raise Rejected("invalid", "", "the payload is not a JSON object")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -24,10 +23,19 @@ from typing import Any
 
 import attrs
 
+from zcoder import strict_json
+from zcoder.atomic_write import write_file
 from zcoder.errors import RelayError
-from zcoder.relay.envelope import MAX_PROJECT_CHARS, MAX_WORKSPACE_CHARS, STATES
+from zcoder.relay.envelope import STATES
+from zcoder.relay.limits import (
+    MAX_PID,
+    MAX_PROJECT_CHARS,
+    MAX_TIME,
+    MAX_WORKSPACE_CHARS,
+    PROTOCOL_VERSION,
+)
 from zcoder.relay.paths import manifest_name, socket_name
-from zcoder.relay.protocol import INSTANCE_ID_RE, PROTOCOL_VERSION
+from zcoder.relay.protocol import INSTANCE_ID_RE
 
 __all__ = [
     "MAX_MANIFEST_BYTES",
@@ -38,8 +46,6 @@ __all__ = [
 ]
 
 MAX_MANIFEST_BYTES = 16384
-_MAX_PID = 2**31 - 1
-_MAX_TIME = 2**53
 _SHORT = 256  # session id, profile, model
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -82,7 +88,7 @@ def _integer(value: object, low: int, high: int) -> bool:
 _CHECKS: dict[str, Callable[[Any], bool]] = {
     "protocol": lambda v: type(v) is int and v == PROTOCOL_VERSION,
     "instance_id": lambda v: type(v) is str and INSTANCE_ID_RE.fullmatch(v) is not None,
-    "pid": lambda v: _integer(v, 1, _MAX_PID),
+    "pid": lambda v: _integer(v, 1, MAX_PID),
     "project": lambda v: _text(v, MAX_PROJECT_CHARS),
     "workspace": lambda v: _text(v, MAX_WORKSPACE_CHARS, low=1) and v.startswith("/"),
     "session_id": lambda v: _text(v, _SHORT),
@@ -90,7 +96,7 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
     "model": lambda v: _text(v, _SHORT),
     "socket": lambda v: _text(v, MAX_WORKSPACE_CHARS, low=1),
     "state": lambda v: type(v) is str and v in STATES,
-    "started_at": lambda v: _integer(v, 0, _MAX_TIME),
+    "started_at": lambda v: _integer(v, 0, MAX_TIME),
 }
 _FIELDS = tuple(a.name for a in attrs.fields(Manifest))
 
@@ -112,21 +118,6 @@ def _validate(obj: object, relay_dir: str, instance_id: str) -> Manifest:
     if manifest.socket != os.path.join(relay_dir, socket_name(instance_id)):
         raise _Bad("socket is not this instance's socket in the relay directory")
     return manifest
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        raise ValueError("duplicate key")
-    return obj
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-# Built once: json.loads with hooks would build a new decoder per call.
-_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
 
 
 def _read_bounded(path: str) -> bytes:
@@ -159,8 +150,8 @@ def load_manifest(relay_dir: Path | str, instance_id: str) -> Manifest:
         directory = os.fspath(relay_dir)
         data = _read_bounded(os.path.join(directory, name))
         try:
-            obj = _DECODER.decode(data.decode("utf-8"))
-        except (ValueError, RecursionError) as exc:
+            obj = strict_json.loads(data)
+        except ValueError as exc:
             raise _Bad(f"not JSON: {exc}") from None
         return _validate(obj, directory, instance_id)
     except _Bad as exc:
@@ -177,14 +168,9 @@ def publish_manifest(path: Path, manifest: Manifest) -> None:
     if path.name != manifest_name(manifest.instance_id):
         raise RelayError(f"manifest path {str(path)!r} does not match its instance id")
     data = json.dumps(fields, ensure_ascii=False, indent=1).encode("utf-8") + b"\n"
-    temp = path.parent / f".tmp-{secrets.token_hex(8)}.json"
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.rename(temp, path)
+        write_file(path, data, sync=False, prefix=".tmp-", suffix=".json")
     except OSError as exc:
-        temp.unlink(missing_ok=True)
         raise RelayError(f"cannot publish manifest {str(path)!r}: {exc.strerror}") from None
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 
 from zcoder.errors import FrameError
+from zcoder.relay.limits import PROTOCOL_VERSION
 
 __all__ = [
     "INSTANCE_ID_PATTERN",
@@ -40,7 +41,6 @@ __all__ = [
     "encode_frame",
 ]
 
-PROTOCOL_VERSION = 1
 MAGIC = b"ZCODER-AGENT/1"
 MAGIC_PREFIX = MAGIC + b" "
 MAX_LENGTH_DIGITS = 20

@@ -42,6 +42,7 @@ import trio
 from zcoder.errors import RelayError
 from zcoder.relay import client, wire
 from zcoder.relay.envelope import Enqueue
+from zcoder.relay.limits import DEFAULT_MAX_BYTES
 from zcoder.relay.manifest import (
     MAX_MANIFEST_BYTES,
     Manifest,
@@ -251,7 +252,11 @@ async def _probe(
 
 
 async def discover(
-    relay_dir: Path, *, exclude_instance_id: str | None, io_timeout: float, max_bytes: int = 65536
+    relay_dir: Path,
+    *,
+    exclude_instance_id: str | None,
+    io_timeout: float,
+    max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> list[Peer]:
     """The live peers in ``relay_dir`` other than ``exclude_instance_id``, found by the
     bounded steps of the module docstring and sorted by project (case-insensitive), then

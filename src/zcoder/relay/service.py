@@ -40,6 +40,7 @@ from zcoder.config import RelaySettings
 from zcoder.errors import RelayError, RelayUnavailable
 from zcoder.relay import client, registry
 from zcoder.relay.envelope import Enqueue, Limits
+from zcoder.relay.limits import PROTOCOL_VERSION
 from zcoder.relay.listener import Listener, open_unix_listener
 from zcoder.relay.paths import (
     Reservation,
@@ -153,7 +154,7 @@ class RelayService:
         project, workspace = self._identity
         instance_id = self._reservation.instance_id
         return Enqueue(
-            protocol=1,
+            protocol=PROTOCOL_VERSION,
             type="enqueue",
             message_id=client.new_message_id(instance_id, self._sent),
             target_instance_id=target_instance_id,
@@ -387,7 +388,7 @@ class RelayService:
         assert self._reservation is not None
         project, workspace = self._identity
         return Manifest(
-            protocol=1,
+            protocol=PROTOCOL_VERSION,
             instance_id=self._reservation.instance_id,
             pid=os.getpid(),
             project=project,

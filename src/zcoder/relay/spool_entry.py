@@ -9,14 +9,15 @@ envelope (every wire rule but the target's identity) and that the id matches the
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import secrets
 import stat
 from pathlib import Path
 
-from zcoder.relay.envelope import Enqueue, Limits, Rejected, enqueue_from_json, enqueue_to_json
+from zcoder import strict_json
+from zcoder.atomic_write import write_file
+from zcoder.errors import InvalidEntry, Rejected
+from zcoder.relay.envelope import Enqueue, Limits, enqueue_from_json, enqueue_to_json
 from zcoder.relay.protocol import MESSAGE_ID_RE
 
 __all__ = ["ENTRY_NAME_RE", "InvalidEntry", "encode_entry", "entry_name", "read_entry", "write_new"]
@@ -25,12 +26,7 @@ __all__ = ["ENTRY_NAME_RE", "InvalidEntry", "encode_entry", "entry_name", "read_
 ENTRY_NAME_RE = re.compile(r"([0-9]{12})-(" + MESSAGE_ID_RE.pattern + r")\.json", re.ASCII)
 _META = {True: b'{"spool":1,"verified":true}\n', False: b'{"spool":1,"verified":false}\n'}
 _META_LIMIT = 64
-_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
-
-class InvalidEntry(Exception):
-    """A spool entry that cannot be trusted; the message says why."""
 
 
 def entry_name(sequence: int, message_id: str) -> str:
@@ -42,21 +38,10 @@ def encode_entry(envelope: Enqueue, *, verified: bool) -> bytes:
 
 
 def write_new(temp_dir: Path, path: Path, data: bytes) -> None:
-    """Write ``data`` to a fresh 0600 file in ``temp_dir``, then rename it to ``path``
-    (same file system), so that ``path`` appears complete or not at all. ``OSError``."""
-    temp = temp_dir / f".tmp-{secrets.token_hex(8)}"
-    fd = os.open(temp, _WRITE_FLAGS, 0o600)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        os.rename(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+    """Write ``data`` to a fresh 0600 file ``.tmp-<random>`` in ``temp_dir``, then rename it
+    to ``path`` (same file system), so that ``path`` appears complete or not at all. No
+    fsync: the spool lives in the runtime directory, which a reboot empties. ``OSError``."""
+    write_file(path, data, sync=False, temp_dir=temp_dir, prefix=".tmp-", suffix="")
 
 
 def read_entry(path: Path, message_id: str, limits: Limits) -> tuple[Enqueue, bool]:
@@ -76,7 +61,7 @@ def read_entry(path: Path, message_id: str, limits: Limits) -> tuple[Enqueue, bo
         raise InvalidEntry("it is larger than any message the listener accepts")
     head, sep, payload = data.partition(b"\n")
     try:
-        meta = json.loads(head) if sep else None
+        meta = strict_json.loads(head) if sep else None
     except ValueError:
         meta = None
     if type(meta) is not dict or meta.keys() != {"spool", "verified"} or meta["spool"] != 1:

@@ -16,22 +16,12 @@ import os
 import stat
 from pathlib import Path
 
-from zcoder.errors import RelayError
+from zcoder.errors import SpoolFault
 
 __all__ = ["SPOOL_DIRS", "SpoolFault", "classify", "layout_problem"]
 
 SPOOL_DIRS = ("inbox", "processing", "done", "quarantine")
 _FILES = ("sequence", "state")
-
-
-class SpoolFault(RelayError):
-    """A spool operation the file system refused. ``damaged`` (the relay must stop) or a
-    storage failure (full, read-only: the relay may go on); the message says which
-    operation failed and why, in one line."""
-
-    def __init__(self, message: str, *, damaged: bool) -> None:
-        super().__init__(message)
-        self.damaged = damaged
 
 
 def layout_problem(root: Path) -> str:

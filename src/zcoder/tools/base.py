@@ -8,6 +8,8 @@ from typing import Any
 
 import attrs
 
+from zcoder.conversation import ToolResult
+
 __all__ = ["DEFAULT_OUTPUT_CAP", "Tool", "ToolContext", "ToolResult", "ToolSpec"]
 
 DEFAULT_OUTPUT_CAP = 32768
@@ -38,19 +40,6 @@ class ToolContext:
 
     workspace: Path
     output_cap: int = DEFAULT_OUTPUT_CAP
-
-
-@attrs.frozen
-class ToolResult:
-    """What goes back to the model (``text``), plus for the UI a one-line ``summary``, an
-    optional ``diff`` and an optional ``output`` (a command's output, previewed under its
-    card). ``ok`` is false for every ``Error: ...`` result."""
-
-    text: str
-    ok: bool = True
-    summary: str = ""
-    diff: str = ""
-    output: str = ""
 
 
 @attrs.frozen

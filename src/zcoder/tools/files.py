@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from zcoder.atomic_write import commit_file, discard_file, stage_file
 from zcoder.errors import ToolError, WorkspaceError
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
 
 MAX_FILE_BYTES = 16 * 1024 * 1024
 _BINARY_PROBE = 8192
+_TEMP_SUFFIX = ".zcoder-tmp"  # .NAME.<random>.zcoder-tmp, beside the target
 
 
 def open_regular(path: Path, shown: str) -> BinaryIO:
@@ -115,43 +116,22 @@ def decode_text(data: bytes, shown: str, *, strict: bool = False) -> str:
 
 
 def stage_write(path: Path, data: bytes) -> Path:
-    """Write ``data`` to a new temp file beside ``path``, with ``path``'s mode if it exists."""
-    temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.zcoder-tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        mode: int | None = stat.S_IMODE(os.stat(path, follow_symlinks=False).st_mode)
-    except FileNotFoundError:
-        mode = None
-    fd = os.open(temp, flags, 0o666)  # the umask applies, as for any new file
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            if mode is not None:
-                os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    return temp
+    """Write ``data`` to a new temp file beside ``path``, with ``path``'s mode if it exists
+    (else 0666 minus the umask, as for any new file), flushed to disk."""
+    return stage_file(path, data, mode=0o666, keep_mode=True, suffix=_TEMP_SUFFIX)
 
 
 def commit_staged(staged: Sequence[tuple[Path, Path]]) -> None:
     """Move each staged temp file over its target."""
     for temp, target in staged:
-        os.replace(temp, target)
+        commit_file(temp, target)
 
 
 def discard_staged(staged: Sequence[tuple[Path, Path]]) -> None:
     for temp, _ in staged:
-        temp.unlink(missing_ok=True)
+        discard_file(temp)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Replace (or create) ``path`` with ``data`` in one step; parents must exist."""
-    temp = stage_write(path, data)
-    try:
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+    commit_file(stage_write(path, data), path)

@@ -13,21 +13,42 @@ from typing import Protocol
 import attrs
 
 from zcoder.conversation import TranscriptEvent
+from zcoder.session_data import SessionSummary
 
 __all__ = ["Backend", "SessionRow", "Unrun"]
 
 
 @attrs.frozen
 class SessionRow:
-    """One saved session, as ``/sessions`` lists it."""
+    """One saved session, as ``/sessions`` lists it: the store's summary of it, and whether
+    it is the session open here. Its fields read through to the summary."""
 
-    id: str
-    title: str
-    model: str
-    updated_at: float
-    messages: int
-    problem: str = ""
+    summary: SessionSummary
     current: bool = False
+
+    @property
+    def id(self) -> str:
+        return self.summary.id
+
+    @property
+    def title(self) -> str:
+        return self.summary.title
+
+    @property
+    def model(self) -> str:
+        return self.summary.model
+
+    @property
+    def updated_at(self) -> float:
+        return self.summary.updated_at
+
+    @property
+    def messages(self) -> int:
+        return self.summary.messages
+
+    @property
+    def problem(self) -> str:
+        return self.summary.problem
 
 
 @attrs.frozen

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.utils import get_cwidth
 
-from zcoder.conversation import TranscriptEvent
+from zcoder.conversation import ToolResult, TranscriptEvent
 from zcoder.live import ToolState, ToolUpdate
 from zcoder.ui.markdown import render_markdown
 from zcoder.ui.text import one_line, shorten, visible, visible_text
@@ -217,8 +217,7 @@ def render_event(event: TranscriptEvent, *, width: int = 100) -> StyleAndTextTup
             name=meta.get("name", "tool"),
             target=meta.get("target", ""),
             state=_tool_state(meta.get("state", "completed")),
-            summary=event.text if one else "",
-            diff=meta.get("diff", ""),
+            result=ToolResult("", summary=event.text if one else "", diff=meta.get("diff", "")),
         )
         return [*render_tool(update, width=width), *([] if one else _tool_text(event.text, width))]
     if event.role == "relay":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 
+from zcoder.flat_text import one_line as flat
 from zcoder.visible import control_token, is_control
 
 __all__ = ["CTRL_STYLE", "one_line", "shorten", "visible", "visible_text"]
@@ -53,7 +54,7 @@ def visible_text(text: str) -> str:
 
 def one_line(text: str) -> str:
     """Whitespace runs (newlines included) folded to single spaces, made visible."""
-    return visible_text(" ".join(text.split()))
+    return visible_text(flat(text))
 
 
 def shorten(text: str, width: int) -> str:

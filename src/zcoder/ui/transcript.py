@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import attrs
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.utils import get_cwidth
 
-from zcoder.conversation import TranscriptEvent
+from zcoder.conversation import ToolResult, TranscriptEvent
 from zcoder.live import Entry, LiveEvent, TextDelta, ThinkingDelta, ToolUpdate
 from zcoder.ui.markdown import split_blocks
 from zcoder.ui.render import (
@@ -85,7 +86,7 @@ class TranscriptView:
         if rest.strip():
             self._print_assistant(rest)
         for update in list(self.tools.values()):
-            self._tool(ToolUpdate(update.call_key, update.name, update.target, "interrupted", ""))
+            self._tool(attrs.evolve(update, state="interrupted", result=ToolResult("")))
         self.streamed, self._committed = "", 0
         self._printed_tools.clear()
 

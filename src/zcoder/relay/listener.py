@@ -143,19 +143,20 @@ class Listener:
         await trio.serve_listeners(self.handle_connection, listeners, task_status=task_status)
 
     async def handle_connection(self, stream: trio.SocketStream) -> None:
-        """The ``serve_listeners`` handler: refuse another uid unread, else ``handle`` the
-        connection under the cap. Never raises but ``trio.Cancelled``."""
+        """The ``serve_listeners`` handler: refuse another uid unread, else serve the
+        connection under the cap. ``serve_listeners`` closes the stream afterwards (one
+        close: it costs as much as the rest of a ping). Never raises but
+        ``trio.Cancelled``."""
         try:
             peer = peer_credentials(stream)
             if peer is not None and peer.uid != self._uid:
                 self._stats.refused += 1
-                await trio.aclose_forcefully(stream)
                 return
             key = next(self._keys)
             scope = trio.CancelScope()
             try:
                 with scope:
-                    await self.handle(
+                    await self._serve(
                         stream,
                         peer,
                         admit=functools.partial(self._admit, key, scope),
@@ -189,7 +190,15 @@ class Listener:
         self._stats.shed += 1
         return True
 
-    async def handle(
+    async def handle(self, stream: trio.abc.Stream, peer: PeerCred | None) -> None:
+        """Serve one connection of any stream to its end, with no cap, and close it;
+        never raises but ``trio.Cancelled``."""
+        try:
+            await self._serve(stream, peer)
+        finally:
+            await trio.aclose_forcefully(stream)
+
+    async def _serve(
         self,
         stream: trio.abc.Stream,
         peer: PeerCred | None,
@@ -197,10 +206,10 @@ class Listener:
         admit: Admit | None = None,
         on_answer: Callable[[], None] | None = None,
     ) -> None:
-        """Serve one connection to its end and close it; never raises but
-        ``trio.Cancelled``. ``admit`` is asked once the bytes already there are not a
-        whole request, before waiting for more; ``on_answer`` is called once the frame is
-        read and decided, before the ack is written."""
+        """Read, decide and answer; the caller closes the stream. ``admit`` is asked once
+        the bytes already there are not a whole request, before waiting for more;
+        ``on_answer`` is called once the frame is read and decided, before the ack is
+        written."""
         self._stats.handled += 1
         answered = False
         try:
@@ -220,7 +229,6 @@ class Listener:
         finally:
             self._stats.answered += answered
             self._stats.dropped += not answered
-            await trio.aclose_forcefully(stream)
 
     def _frame(self, ack: Ack) -> bytes:
         return encode_frame(encode_envelope(ack), max_bytes=self._limits.max_bytes)

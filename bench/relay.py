@@ -3,7 +3,9 @@
 Prints percentiles of ping and enqueue round trips between two processes (zcoder's client
 and listener with the real spool and sender check), the same against a minimal blocking
 ``socket`` server in another process (the baseline; enqueue writes a file by temp +
-rename), ratios to the baseline, discovery time with 1, 8 and 32 live peers and with 128
+rename), zcoder's listener again with the baseline's blocking client and with a client on
+Trio's streams (what ``wire``'s non-blocking client path saves), ratios to
+the baseline, discovery time with 1, 8 and 32 live peers and with 128
 stale manifests added, the CPU a listening service uses while idle for 2 s, and the
 enqueue round trip while 100 connections stall (each sent part of a header and waits).
 

@@ -145,8 +145,8 @@ class Listener:
     async def handle_connection(self, stream: trio.SocketStream) -> None:
         """The ``serve_listeners`` handler: refuse another uid unread, else serve the
         connection under the cap. ``serve_listeners`` closes the stream afterwards (one
-        close: it costs as much as the rest of a ping). Never raises but
-        ``trio.Cancelled``."""
+        close, not two: each is a scheduler pass and a raised ``Cancelled``). Never raises
+        but ``trio.Cancelled``."""
         try:
             peer = peer_credentials(stream)
             if peer is not None and peer.uid != self._uid:

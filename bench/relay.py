@@ -3,7 +3,9 @@
 Prints percentiles of ping and enqueue round trips between two processes (zcoder's client
 and listener with the real spool and sender check), the same against a minimal blocking
 ``socket`` server in another process (the baseline; enqueue writes a file by temp +
-rename), ratios to the baseline, discovery time with 1, 8 and 32 live peers and with 128
+rename), zcoder's listener again with the baseline's blocking client and with a client on
+Trio's streams (what ``wire``'s non-blocking client path saves), ratios to
+the baseline, discovery time with 1, 8 and 32 live peers and with 128
 stale manifests added, the CPU a listening service uses while idle for 2 s, and the
 enqueue round trip while 100 connections stall (each sent part of a header and waits).
 
@@ -36,9 +38,10 @@ import attrs
 import trio
 
 from zcoder.relay import client
-from zcoder.relay.envelope import Enqueue, Limits
+from zcoder.relay.envelope import Enqueue, Limits, decode_ack
 from zcoder.relay.listener import Listener, open_unix_listener
 from zcoder.relay.paths import reserve_instance
+from zcoder.relay.protocol import FrameDecoder
 from zcoder.relay.registry import Manifest, discover, publish_manifest, sender_is_registered
 from zcoder.relay.spool import Spool
 
@@ -249,8 +252,9 @@ class Servers:
 
 
 def variants(kind: str, srv: Servers) -> dict[str, Request]:
-    """The same request three ways: baseline, zcoder with its own client, zcoder with the
-    baseline's blocking client (isolating the server)."""
+    """The same request four ways: baseline, zcoder with its own client, zcoder with the
+    baseline's blocking client (isolating the server), zcoder with a client on Trio's
+    streams (is ``wire``'s non-blocking client path worth keeping?)."""
     ids = itertools.count(1)
 
     def frame(i: int) -> bytes:
@@ -280,7 +284,31 @@ def variants(kind: str, srv: Servers) -> dict[str, Request]:
         assert ack.status == "accepted", ack
         return ack
 
-    return {"baseline": baseline, "zcoder": ours, "zcoder, blocking client": ours_blocking}
+    async def ours_trio(i: int) -> object:
+        ack = decode_ack(await trio_stream_request(srv.zcoder, frame(i)))
+        assert ack.status in ("pong", "accepted"), ack
+        return ack
+
+    return {
+        "baseline": baseline,
+        "zcoder": ours,
+        "zcoder, blocking client": ours_blocking,
+        "zcoder, Trio-stream client": ours_trio,
+    }
+
+
+async def trio_stream_request(path: Path, frame: bytes) -> bytes:
+    """The client's exchange over ``trio.SocketStream`` instead of ``wire``'s plain
+    non-blocking socket: what ``client.py`` would cost on Trio's streams."""
+    decoder = FrameDecoder(max_bytes=Limits().max_bytes)
+    async with await trio.open_unix_socket(path) as stream:
+        await stream.send_all(frame)
+        while True:
+            chunk = await stream.receive_some(decoder.wanted())
+            if not chunk:
+                raise EOFError
+            if (payload := decoder.feed(chunk)) is not None:
+                return payload
 
 
 def report(kind: str, srv: Servers) -> float:
@@ -289,12 +317,12 @@ def report(kind: str, srv: Servers) -> float:
     samples = trio.run(interleaved, variants(kind, srv))
     rounds = WARMUP + REQUESTS
     cpu_base = (cpu_seconds(srv.baseline_pid) - cpu[0]) / rounds
-    cpu_ours = (cpu_seconds(srv.zcoder_pid) - cpu[1]) / (2 * rounds)
+    cpu_ours = (cpu_seconds(srv.zcoder_pid) - cpu[1]) / ((len(samples) - 1) * rounds)
     base50 = percentiles(samples["baseline"])[0]
     for name, values in samples.items():
         p50, p99 = percentiles(values)
         server_cpu = cpu_base if name == "baseline" else cpu_ours
-        row = f"  {kind:7} {name:24}{ms(p50):>11}{ms(p99):>11}{p50 / base50:>8.2f}x"
+        row = f"  {kind:7} {name:26}{ms(p50):>11}{ms(p99):>11}{p50 / base50:>8.2f}x"
         print(f"{row}{server_cpu * 1e6:>9.0f} us")
     return base50
 
@@ -321,7 +349,7 @@ def round_trips(root: Path) -> float:
     """Print the round-trip figures; return the baseline ping's p50."""
     print(f"round trips between two processes: {REQUESTS} of each after {WARMUP} warm-up,")
     print("variants interleaved in random order (the host is shared; ratios are the figure)")
-    print(f"  {'':32}{'p50':>11}{'p99':>11}{'ratio':>9}{'srv CPU':>12}")
+    print(f"  {'':34}{'p50':>11}{'p99':>11}{'ratio':>9}{'srv CPU':>12}")
     shm = Path("/dev/shm")
     with servers(root, shm if shm.is_dir() else root) as srv:
         base_ping = report("ping", srv)

@@ -349,6 +349,48 @@ async def test_a_hundred_stalled_connections_never_lock_out_a_request(short_tmp:
         assert stats.active <= 32 and stats.refused == 0 and len(spool.items) == 3
 
 
+async def test_handle_connection_is_a_serve_listeners_handler(short_tmp: Path) -> None:
+    # The shape of the app: trio.serve_listeners itself, Trio's own SocketStream per
+    # connection, the cap and the fast path inside the handler.
+    spool = FakeSpool()
+    listener = make_listener(spool, io_timeout=30.0, max_connections=1)
+    path = short_tmp / "a.sock"
+    async with trio.open_nursery() as nursery:
+        handler = listener.handle_connection
+        await nursery.start(trio.serve_listeners, handler, [await open_unix_listener(path)])
+        async with await trio.open_unix_socket(path) as stalled:
+            await stalled.send_all(b"ZCODER-AGENT/1 50\n{")
+            await until(lambda: listener.statistics().active == 1)
+            pong = await client.ping(path, target_instance_id=ME, sender_instance_id=ME)
+            assert pong.status == "pong"  # answered at once: it took no place under the cap
+            ack = await client.send(path, enqueue_env(), io_timeout=30.0)
+            assert (ack.status, len(spool.items)) == ("accepted", 1)
+            await until(lambda: listener.statistics().answered == 2)  # counted after the send
+            stats = listener.statistics()
+            assert (stats.shed, stats.refused, stats.active) == (0, 0, 1)
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_failing_handler_does_not_end_the_server(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = []
+
+    def broken_once(stream: trio.abc.Stream) -> PeerCred | None:
+        calls.append(stream)
+        if len(calls) == 1:
+            raise RuntimeError("a bug in the handler")
+        return peer_credentials(stream)
+
+    monkeypatch.setattr("zcoder.relay.listener.peer_credentials", broken_once)
+    listener = make_listener()
+    async with serving(listener, short_tmp / "a.sock") as path:
+        assert await raw_request(path, frame(ping_obj())) == b""  # closed, not a crash
+        assert listener.statistics().errors == 1
+        pong = await client.ping(path, target_instance_id=ME, sender_instance_id=ME)
+        assert pong.status == "pong"
+
+
 async def test_another_uid_is_refused_unread(
     short_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

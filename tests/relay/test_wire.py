@@ -1,4 +1,4 @@
-"""Plain non-blocking socket I/O under Trio: connect, frames, and the listener's stream."""
+"""Plain non-blocking socket I/O under Trio: connect, frames; what has arrived on a stream."""
 
 from __future__ import annotations
 
@@ -79,23 +79,19 @@ async def test_frames_over_a_socket_pair() -> None:
             await wire.receive_frame(a, 100)
 
 
-async def test_socket_connection_is_a_stream() -> None:
-    a, b = socket.socketpair()
-    ours, theirs = wire.SocketConnection(a), wire.SocketConnection(b)
-    await ours.send_all(b"hello")
-    assert await theirs.receive_some(100) == b"hello"
-    with trio.testing.assert_no_checkpoints():  # data already there: no scheduler pass
-        await ours.send_all(b"again")
-        assert await theirs.receive_some(100) == b"again"
-    async with trio.open_nursery() as nursery:  # nothing there yet: it waits
-        nursery.start_soon(ours.send_all, b"later")
-        assert await theirs.receive_some(100) == b"later"
-    await theirs.aclose()
-    assert await ours.receive_some(100) == b""
-    with pytest.raises(trio.BrokenResourceError):
-        for _ in range(100):  # EPIPE once the kernel notices that the peer is gone
-            await ours.send_all(b"x" * 65536)
-    await ours.aclose()
+async def test_bytes_ready_tells_what_has_arrived() -> None:
+    a, b = trio.socket.socketpair(socket.AF_UNIX)
+    ours, theirs = trio.SocketStream(a), trio.SocketStream(b)
+    async with ours, theirs:
+        assert wire.bytes_ready(theirs) == 0
+        await ours.send_all(b"ZCODER-AGENT/1 2\n{}")
+        assert wire.bytes_ready(theirs) == 19
+        assert await theirs.receive_some(5) == b"ZCODE"
+        assert wire.bytes_ready(theirs) == 14
+        await ours.send_eof()
+        assert wire.bytes_ready(theirs) == 14  # end of stream adds nothing to read
+    assert wire.bytes_ready(theirs) == 0  # closed
+    assert wire.bytes_ready(trio.testing.memory_stream_pair()[0]) == 0  # not a socket
 
 
 async def test_a_cancelled_listen_leaks_no_descriptor_and_no_socket_file(short_tmp: Path) -> None:

@@ -1,19 +1,22 @@
-"""The receiving side: a Trio task serving the instance's Unix socket.
+"""The receiving side: the instance's Unix socket, served by ``trio.serve_listeners``.
 
-Per connection, and nothing else: read one frame under ``io_timeout`` (header and payload
+``Listener.serve`` is ``trio.serve_listeners`` over the bound ``trio.SocketListener``: each
+accepted connection is a ``trio.SocketStream`` in a handler task of its own. Per
+connection, and nothing else: read one frame under ``io_timeout`` (header and payload
 together), validate it, run the sender check, store it through the spool, write one ack
 under ``io_timeout``, close. It never touches the agent, the session or the UI.
 
-A request that has fully arrived by the time the connection is accepted (the usual case:
-clients write right after connecting) is answered there and then, with no task and no
-wait; any other connection gets a task of its own that reads under the deadline. Both give
-the same answers.
+The handler first takes what has already arrived (``wire.bytes_ready``, no waiting). If
+that is a whole request (the usual case: clients write right after connecting), it is
+answered there and then and takes no place under the cap; only a connection that must
+wait for the rest of its frame is admitted under ``max_connections``. Both give the same
+answers.
 
 What a peer gets:
 
 * another uid (Linux ``SO_PEERCRED``): closed before anything is read;
-* a request that has fully arrived by the time it is accepted: always answered, whatever
-  the number of other connections;
+* a request that has fully arrived when its handler starts: always answered, whatever the
+  number of other connections;
 * any other connection while ``max_connections`` connections are still waiting for their
   frame: the oldest of those waiting ones is shed (closed without an answer) to make room,
   so stalled peers can delay each other but never lock out a request that arrives;
@@ -36,10 +39,10 @@ when the connecting process's pid (``SO_PEERCRED``) equals ``sender_pid``.
 
 from __future__ import annotations
 
-import errno
+import functools
+import itertools
 import logging
 import os
-import socket
 from collections.abc import Callable
 from typing import Protocol
 
@@ -58,7 +61,7 @@ from zcoder.relay.envelope import (
     encode_envelope,
 )
 from zcoder.relay.protocol import FrameDecoder, encode_frame
-from zcoder.relay.wire import PeerCred, SocketConnection, open_unix_listener, peer_credentials
+from zcoder.relay.wire import PeerCred, open_unix_listener, peer_credentials
 
 __all__ = [
     "Listener",
@@ -70,12 +73,9 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-_CLOSE_GRACE = 1.0
-# accept() failures that mean "too many descriptors or too little memory right now", as in
-# trio.serve_listeners: wait a little and go on accepting.
-_ACCEPT_PRESSURE = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
-_ACCEPT_BACKOFF = 0.1
-_ACCEPT_BATCH = 16
+
+# Called once a connection is found to wait for the rest of its frame; False: close it.
+Admit = Callable[[], bool]
 
 
 class SpoolLike(Protocol):
@@ -91,9 +91,9 @@ class SpoolLike(Protocol):
 class ListenerStatistics:
     """Counters for tests and diagnostics."""
 
-    active: int = 0  # connections inside handle() now
+    active: int = 0  # connections whose frame is being read now
     handled: int = 0  # connections given to handle()
-    refused: int = 0  # closed unread: another uid (or over the cap with nothing to shed)
+    refused: int = 0  # closed before waiting: another uid, or over the cap, nothing to shed
     shed: int = 0  # waiting for their frame, closed to make room for a newer connection
     answered: int = 0  # an ack was written
     dropped: int = 0  # closed without an ack (EOF, stall, garbage, internal error)
@@ -121,11 +121,11 @@ class Listener:
         self._limits = limits
         self._io_timeout = io_timeout
         self._max_connections = max_connections
-        # Connections served by a task of their own, oldest first, each with the scope
-        # that sheds it; those in ``_answering`` have a decided request and are never shed.
-        self._in_tasks: dict[int, trio.CancelScope] = {}
+        # Connections that had to wait for their frame, each with the scope that sheds it;
+        # those in ``_answering`` have a decided request and are never shed.
+        self._waiting: dict[int, trio.CancelScope] = {}
         self._answering: set[int] = set()
-        self._next_task = 0
+        self._keys = itertools.count()
         self._uid = os.getuid()
         self._stats = ListenerStatistics()
 
@@ -138,128 +138,83 @@ class Listener:
         *,
         task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Accept connections until cancelled; ``started()`` once the listeners accept.
+        """``trio.serve_listeners`` with ``handle_connection``: accept until cancelled,
+        ``started()`` once the listeners accept, close them when it ends."""
+        await trio.serve_listeners(self.handle_connection, listeners, task_status=task_status)
 
-        Like ``trio.serve_listeners``, it closes the listeners when it ends. Accepting works
-        on a duplicate of each listening descriptor with plain non-blocking calls: a
-        connection whose request has fully arrived is served without a single pass through
-        the scheduler."""
-        async with trio.open_nursery() as nursery:
-            for listener in listeners:
-                listening = wire.duplicate_socket(
-                    listener.socket
-                )  # before started(): no descriptor appears later
-                nursery.start_soon(self._accept_loop, listener, listening, nursery)
-            task_status.started(listeners)
-
-    async def _accept_loop(
-        self, listener: trio.SocketListener, listening: socket.socket, nursery: trio.Nursery
-    ) -> None:
-        listening.setblocking(False)
-        accepted = 0
+    async def handle_connection(self, stream: trio.SocketStream) -> None:
+        """The ``serve_listeners`` handler: refuse another uid unread, else serve the
+        connection under the cap. ``serve_listeners`` closes the stream afterwards (one
+        close, not two: each is a scheduler pass and a raised ``Cancelled``). Never raises
+        but ``trio.Cancelled``."""
         try:
-            while True:
-                try:
-                    conn, _ = listening.accept()
-                except BlockingIOError:
-                    await trio.lowlevel.wait_readable(listening)
-                    continue
-                except OSError as exc:
-                    if exc.errno not in _ACCEPT_PRESSURE:
-                        raise
-                    _log.warning("relay accept failed: %s", exc)
-                    await trio.sleep(_ACCEPT_BACKOFF)  # out of descriptors: let some close
-                    continue
-                self._admit(SocketConnection(conn), nursery)
-                accepted += 1
-                if accepted % _ACCEPT_BATCH == 0:
-                    await trio.lowlevel.checkpoint()  # a flood must not starve other tasks
-        finally:
-            listening.close()
-            listener.socket.close()
-
-    def _admit(self, stream: SocketConnection, nursery: trio.Nursery) -> None:
-        """Refuse another uid, unread; serve a request that has fully arrived at once; give
-        anything else a task of its own, shedding the oldest connection still waiting for
-        its frame while ``max_connections`` tasks are running."""
-        peer = peer_credentials(stream)
-        if peer is not None and peer.uid != self._uid:
-            self._refuse(stream)
-        elif self._serve_at_once(stream, peer):
-            pass
-        elif len(self._in_tasks) >= self._max_connections and not self._shed_oldest():
-            self._refuse(stream)  # every task is writing an ack: nothing waits to be shed
-        else:
-            key, self._next_task = self._next_task, self._next_task + 1
-            self._in_tasks[key] = scope = trio.CancelScope()
-            nursery.start_soon(self._serve_in_task, key, scope, stream, peer)
-
-    def _refuse(self, stream: SocketConnection) -> None:
-        self._stats.refused += 1
-        stream.socket.close()
-
-    def _shed_oldest(self) -> bool:
-        """Cancel the oldest task still reading its frame; ``False`` if there is none. It
-        leaves the count at once, so the cap holds however soon the task notices."""
-        for key, scope in self._in_tasks.items():
-            if key not in self._answering:
-                del self._in_tasks[key]
-                scope.cancel()
-                self._stats.shed += 1
-                return True
-        return False
-
-    def _serve_at_once(self, stream: SocketConnection, peer: PeerCred | None) -> bool:
-        """Answer a connection whose whole request is already readable, without a task and
-        without waiting, and close it; ``False`` (nothing read) when the request is not
-        all there, is malformed or cannot be peeked: the task path deals with those.
-        An ack the socket does not take at once (it always does: a fresh connection and a
-        few hundred bytes) is dropped, which the sender resolves by its one retry."""
-        payload = wire.peek_whole_frame(stream.socket, self._limits.max_bytes)
-        if payload is None:
-            return False
-        self._stats.handled += 1
-        answered = False
-        try:
-            frame = self._frame(self._decide(payload, peer))
-            answered = stream.socket.send(frame) == len(frame)
-        except OSError:
-            pass  # the peer hung up
-        except Exception:
+            peer = peer_credentials(stream)
+            if peer is not None and peer.uid != self._uid:
+                self._stats.refused += 1
+                return
+            key = next(self._keys)
+            scope = trio.CancelScope()
+            try:
+                with scope:
+                    await self._serve(
+                        stream,
+                        peer,
+                        admit=functools.partial(self._admit, key, scope),
+                        on_answer=functools.partial(self._answering.add, key),
+                    )
+            finally:
+                self._waiting.pop(key, None)
+                self._answering.discard(key)
+        except Exception:  # a bug here must not end serve_listeners, hence the app
             self._stats.errors += 1
             _log.exception("relay connection failed")
-        finally:
-            self._count(answered)
-            stream.socket.close()
+
+    def _admit(self, key: int, scope: trio.CancelScope) -> bool:
+        """Give a waiting connection its place, shedding the oldest waiting one at the cap;
+        ``False`` when every place is taken by a connection writing its ack."""
+        if len(self._waiting) >= self._max_connections and not self._shed_oldest():
+            self._stats.refused += 1
+            return False
+        self._waiting[key] = scope
         return True
 
-    async def _serve_in_task(
-        self, key: int, scope: trio.CancelScope, stream: SocketConnection, peer: PeerCred | None
-    ) -> None:
-        # A decided request is never shed: its ack is written under io_timeout.
-        try:
-            with scope:
-                await self.handle(stream, peer, on_answer=lambda: self._answering.add(key))
-        finally:
-            self._in_tasks.pop(key, None)
-            self._answering.discard(key)
+    def _shed_oldest(self) -> bool:
+        """Cancel the oldest connection still reading its frame; ``False`` if there is none.
+        It leaves the count at once, so the cap holds however soon its task notices."""
+        # Keys count connections in the order they were accepted; a connection is admitted
+        # only after its first read, which may come later for an older one.
+        reading = [key for key in self._waiting if key not in self._answering]
+        if not reading:
+            return False
+        self._waiting.pop(min(reading)).cancel()
+        self._stats.shed += 1
+        return True
 
-    async def handle(
+    async def handle(self, stream: trio.abc.Stream, peer: PeerCred | None) -> None:
+        """Serve one connection of any stream to its end, with no cap, and close it;
+        never raises but ``trio.Cancelled``."""
+        try:
+            await self._serve(stream, peer)
+        finally:
+            await trio.aclose_forcefully(stream)
+
+    async def _serve(
         self,
         stream: trio.abc.Stream,
         peer: PeerCred | None,
         *,
+        admit: Admit | None = None,
         on_answer: Callable[[], None] | None = None,
     ) -> None:
-        """Serve one connection to its end; never raises but ``trio.Cancelled``.
+        """Read, decide and answer; the caller closes the stream. ``admit`` is asked once
+        the bytes already there are not a whole request, before waiting for more;
         ``on_answer`` is called once the frame is read and decided, before the ack is
         written."""
         self._stats.handled += 1
-        self._stats.active += 1
         answered = False
         try:
             with trio.move_on_after(self._io_timeout) as deadline:
-                ack = await self._read_and_decide(stream, peer)
+                ack = await self._read_and_decide(stream, peer, admit)
                 if ack is not None:
                     if on_answer is not None:
                         on_answer()
@@ -272,28 +227,27 @@ class Listener:
             self._stats.errors += 1
             _log.exception("relay connection failed")
         finally:
-            self._stats.active -= 1
-            self._count(answered)
-            await _close(stream)
-
-    def _count(self, answered: bool) -> None:
-        if answered:
-            self._stats.answered += 1
-        else:
-            self._stats.dropped += 1
+            self._stats.answered += answered
+            self._stats.dropped += not answered
 
     def _frame(self, ack: Ack) -> bytes:
         return encode_frame(encode_envelope(ack), max_bytes=self._limits.max_bytes)
 
-    async def _read_and_decide(self, stream: trio.abc.Stream, peer: PeerCred | None) -> Ack | None:
+    async def _read_and_decide(
+        self, stream: trio.abc.Stream, peer: PeerCred | None, admit: Admit | None
+    ) -> Ack | None:
         """The answer to the connection's frame, or ``None`` to close without one (end of
-        stream mid-frame, or not our protocol). The caller's deadline bounds the read."""
+        stream mid-frame, not our protocol, not admitted). The caller's deadline bounds
+        the read."""
         decoder = FrameDecoder(max_bytes=self._limits.max_bytes)
+        self._stats.active += 1
         try:
-            payload = await _read_frame(stream, decoder)
+            payload = await _read_frame(stream, decoder, admit)
         except FrameError as exc:
             _log.info("relay frame refused: %s", exc)
             return _ack("", "invalid") if decoder.header_recognized else None
+        finally:
+            self._stats.active -= 1
         if payload is None:
             return None
         return self._decide(payload, peer)
@@ -320,8 +274,21 @@ def _ack(
     return Ack(1, "ack", message_id, status, queue_position, state)
 
 
-async def _read_frame(stream: trio.abc.Stream, decoder: FrameDecoder) -> bytes | None:
-    """The payload, or ``None`` at end of stream before it was complete."""
+async def _read_frame(
+    stream: trio.abc.Stream, decoder: FrameDecoder, admit: Admit | None
+) -> bytes | None:
+    """The payload, or ``None`` at end of stream before it was complete or when ``admit``
+    refuses a connection that would have to wait."""
+    ready = wire.bytes_ready(stream)
+    if ready:  # a read that cannot wait: the whole request, usually
+        chunk = await stream.receive_some(min(ready, decoder.wanted()))
+        if not chunk:
+            return None
+        payload = decoder.feed(chunk)
+        if payload is not None:
+            return payload
+    if admit is not None and not admit():
+        return None
     while True:
         chunk = await stream.receive_some(decoder.wanted())
         if not chunk:
@@ -329,13 +296,3 @@ async def _read_frame(stream: trio.abc.Stream, decoder: FrameDecoder) -> bytes |
         payload = decoder.feed(chunk)
         if payload is not None:
             return payload
-
-
-async def _close(stream: trio.abc.Stream) -> None:
-    if isinstance(stream, SocketConnection):
-        stream.socket.close()  # cannot wait and cannot be cancelled: no scope needed
-        return
-    # Shielded, so that the stream is closed even when the connection is being cancelled;
-    # bounded, for streams whose close could wait.
-    with trio.move_on_after(_CLOSE_GRACE, shield=True):
-        await stream.aclose()

@@ -1,42 +1,44 @@
-"""Unix socket I/O on plain non-blocking sockets, driven by Trio's readiness waits.
+"""Unix socket I/O for the relay: the client's plain non-blocking sockets, and what the
+listener needs around Trio's own streams.
 
-A relay connection is a connect, one small write and one small read each way: a
-``trio.SocketStream`` adds a pass through the scheduler to every step (it yields even when
-the system call succeeded at once), which is most of a local round trip's cost. Here a
-step that can complete at once does, and a step that would block waits with
-``trio.lowlevel.wait_readable`` / ``wait_writable``, so cancellation and deadlines work as
-usual. The functions raise ``OSError`` (connection), ``FrameError`` (a malformed frame) and
-``EOFError`` (end of stream before the frame was complete); the caller owns the socket.
+The client (``client.py``): a relay connection is a connect, one small write and one small
+read each way. A ``trio.SocketStream`` adds a pass through the scheduler to every step (it
+yields even when the system call succeeded at once); here a step that can complete at once
+does, and a step that would block waits with ``trio.lowlevel.wait_readable`` /
+``wait_writable``, so cancellation and deadlines work as usual. ``connect``,
+``send_all`` and ``receive_frame`` raise ``OSError`` (connection), ``FrameError`` (a
+malformed frame) and ``EOFError`` (end of stream before the frame was complete); the caller
+owns the socket.
 
-For the listener: ``open_unix_listener`` binds and listens, ``duplicate_socket`` gives a
-plain socket to accept on, ``peer_credentials`` reads ``SO_PEERCRED``,
-``peek_whole_frame`` takes a request only if it has fully arrived, and
-``SocketConnection`` wraps an accepted socket as a ``trio.abc.Stream``.
+The listener (``listener.py``) is served by ``trio.serve_listeners`` with
+``trio.SocketStream`` connections: ``open_unix_listener`` binds and listens,
+``peer_credentials`` reads ``SO_PEERCRED`` and ``bytes_ready`` tells how much of a request
+has already arrived.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import socket
 import struct
+import termios
 from pathlib import Path
 
 import attrs
 import trio
 
-from zcoder.errors import FrameError, RelayUnavailable
+from zcoder.errors import RelayUnavailable
 from zcoder.relay.protocol import FrameDecoder
 
 __all__ = [
     "PeerCred",
-    "SocketConnection",
+    "bytes_ready",
     "connect",
     "connect_nowait",
-    "duplicate_socket",
     "open_unix_listener",
-    "peek_whole_frame",
     "peer_credentials",
     "receive_frame",
     "send_all",
@@ -46,6 +48,8 @@ __all__ = [
 _BACKLOG_FULL = (errno.EAGAIN, errno.EINPROGRESS)
 _BACKLOG_RETRY = 0.002
 _PEERCRED = struct.Struct("3i")
+_INT = struct.Struct("i")
+_FIONREAD: int | None = getattr(termios, "FIONREAD", None)
 
 
 def connect_nowait(path: str | Path) -> socket.socket | None:
@@ -98,37 +102,6 @@ async def receive_frame(sock: socket.socket, max_bytes: int) -> bytes:
             return payload
 
 
-class SocketConnection(trio.abc.Stream):
-    """A connected non-blocking socket as a ``trio.abc.Stream`` whose calls return without
-    yielding when the system call completes at once. Connection errors become
-    ``trio.BrokenResourceError``, as with ``trio.SocketStream``. One task at a time."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        sock.setblocking(False)
-        self.socket = sock
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        try:
-            await send_all(self.socket, data)
-        except OSError as exc:
-            raise trio.BrokenResourceError(str(exc)) from exc
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await trio.lowlevel.wait_writable(self.socket)
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        while True:
-            try:
-                return self.socket.recv(max_bytes or 65536)
-            except BlockingIOError:
-                await trio.lowlevel.wait_readable(self.socket)
-            except OSError as exc:
-                raise trio.BrokenResourceError(str(exc)) from exc
-
-    async def aclose(self) -> None:
-        self.socket.close()
-
-
 @attrs.frozen
 class PeerCred:
     """The connecting process, as the kernel reports it."""
@@ -173,28 +146,14 @@ async def open_unix_listener(path: Path) -> trio.SocketListener:
     return trio.SocketListener(sock)
 
 
-def peek_whole_frame(sock: socket.socket, max_bytes: int) -> bytes | None:
-    """Read the request if it has fully arrived and is well framed; else read nothing."""
-    decoder = FrameDecoder(max_bytes=max_bytes)
+def bytes_ready(stream: trio.abc.Stream) -> int:
+    """How many bytes a ``trio.SocketStream`` can receive now without waiting (``FIONREAD``);
+    0 for any other stream, or where the system does not tell (the caller then waits)."""
+    if _FIONREAD is None or not isinstance(stream, trio.SocketStream):
+        return 0
     try:
-        data = sock.recv(decoder.wanted(), socket.MSG_PEEK)
-        payload = decoder.feed(data)
-    except (OSError, FrameError):
-        return None
-    if payload is None:
-        return None
-    try:
-        taken = sock.recv(len(data))
-    except OSError:
-        return None
-    return payload if taken == data else None
-
-
-def duplicate_socket(sock: trio.socket.SocketType) -> socket.socket:
-    """A plain socket on a duplicate of ``sock``'s descriptor (closing one leaves the other)."""
-    fd = os.dup(sock.fileno())
-    try:
-        return socket.socket(fileno=fd)
-    except BaseException:
-        os.close(fd)
-        raise
+        raw = fcntl.ioctl(stream.socket.fileno(), _FIONREAD, bytes(_INT.size))
+    except (OSError, ValueError):  # closed (fileno -1) or not supported
+        return 0
+    (count,) = _INT.unpack(raw)
+    return max(0, int(count))

@@ -29,6 +29,7 @@ from zcoder.relay.limits import (
     MAX_MESSAGE_CHARS_RANGE,
     MAX_QUEUE_RANGE,
 )
+from zcoder.relay.names import agent_name_problem
 
 __all__ = [
     "APIS",
@@ -98,6 +99,7 @@ class RawOptions:
     max_output_tokens: str | None = None
     no_text_tool_calls: bool = False
     api: str | None = None
+    agent_name: str | None = None
 
 
 @attrs.frozen
@@ -145,6 +147,9 @@ class Config:
     # Seconds an approval question must be on screen, and the user must have paused,
     # before a key approves it (ZCODER_APPROVAL_GUARD_MS); denying is never held back.
     approval_guard: float = DEFAULT_APPROVAL_GUARD_MS / 1000
+    # The relay label other instances see (the manifest's ``project``): --agent-name or
+    # ZCODER_AGENT_NAME; "" means the workspace's basename.
+    agent_name: str = ""
 
 
 def normalize_host(value: str) -> str:
@@ -358,6 +363,18 @@ def _approval_guard(env: Mapping[str, str]) -> float:
     return _int("ZCODER_APPROVAL_GUARD_MS", raw, 0, 10_000) / 1000
 
 
+def _agent_name(opts: RawOptions, env: Mapping[str, str]) -> str:
+    # Refused at start, not failed closed like the relay settings: the user asked to be
+    # known by this name, and running under another would mislead the senders.
+    raw, name = _setting(opts.agent_name, "--agent-name", env, "ZCODER_AGENT_NAME")
+    if raw is None:
+        return ""
+    problem = agent_name_problem(raw)
+    if problem:
+        raise ConfigError(name, problem)
+    return raw
+
+
 def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
     """Merge flags over environment over defaults, validating every value; an error names
     the flag or the environment variable the bad value came from."""
@@ -394,4 +411,5 @@ def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
         autodetect=raw_host is None,
         model_default=not (opts.model or env.get("ZCODER_MODEL")),
         approval_guard=_approval_guard(env),
+        agent_name=_agent_name(opts, env),
     )

@@ -47,6 +47,7 @@ class FakeBackend:
         self.new_sessions = 0
         self.switched: list[str] = []
         self.relayed: list[str] = []
+        self.sent: list[str] = []
         self.paused = False
         self.relay_gate: trio.Event | None = None
         self.model_down = False  # relayed turns fail before reaching the model
@@ -171,6 +172,12 @@ class FakeBackend:
 
     async def list_agents(self) -> list[str]:
         raise ZcoderError("the relay is not running in this instance")
+
+    async def send_message(self, args: str) -> None:
+        assert self.sink is not None
+        self.sent.append(args)
+        meta = {"name": "/send", "target": "beta (pid 7) · a-1", "state": "completed"}
+        self.sink.emit(Entry(TranscriptEvent("tool", "accepted (queue position 1)", meta=meta)))
 
     def relay_control(self, action: str) -> list[str]:
         if action == "pause":

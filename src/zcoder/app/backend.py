@@ -21,6 +21,7 @@ from zcoder.agent.model import ModelClient
 from zcoder.agent.rounds import describe_model_error
 from zcoder.agent.servers import missing_model_fix
 from zcoder.app.relay import RelayLink, SendLabels
+from zcoder.app.relay_send import PeerRefresh, send_command
 from zcoder.app.relay_unrun import sender_label
 from zcoder.app.worker import RelayTurn
 from zcoder.approval import Approver
@@ -29,6 +30,7 @@ from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError, ModelError, SessionError, ZcoderError
 from zcoder.live import Entry, LiveEvent, ToolUpdate, TurnSink
 from zcoder.relay.spool import Claimed
+from zcoder.relay.targets import target_completions
 from zcoder.session import Session, SessionStore, SessionSummary
 from zcoder.tools.base import Tool
 from zcoder.tools.registry import Toolbox, core_tools
@@ -97,6 +99,7 @@ class AgentBackend:
         self._core_tools = core_tools()
         self._toolbox = Toolbox(self._core_tools)
         self.relay = RelayLink(config, runtime_dir, self._offer_relay_tools)
+        self.peer_refresh = PeerRefresh(self.relay.discover)
         self._sink = sink
         # A relayed turn could not reach the model: relayed messages wait (local prompts
         # still run) until the model answers again.
@@ -310,6 +313,16 @@ class AgentBackend:
 
     def relay_control(self, action: str) -> list[str]:
         return self.relay.control(action)
+
+    async def send_message(self, args: str) -> None:
+        """``/send TARGET TEXT``: deliver it now (no turn) and show and keep its card."""
+        event = await send_command(self.relay, args)
+        self.agent.session.events.append(event)
+        self._show(event)
+
+    def send_targets(self) -> list[str]:
+        """What Tab offers after ``/send ``: from the last discovery, no I/O."""
+        return target_completions(self.relay.known_peers())
 
     def _show(self, event: TranscriptEvent) -> None:
         self._sink.emit(Entry(event))

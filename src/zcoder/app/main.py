@@ -18,6 +18,7 @@ import math
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -191,7 +192,7 @@ async def _trio_main(
         post=lambda event: token.run_sync_soon(keys_send.send_nowait, event),
         schedule=token.run_sync_soon,
         # ``backend`` is bound below, before the app runs (nothing completes until then).
-        complete=lambda text: _completions(backend, text),
+        complete=lambda text: _completions(backend, text, token.run_sync_soon),
         history=PromptHistory(config.home / "history"),
         approval_guard=config.approval_guard,
     )
@@ -214,9 +215,18 @@ async def _trio_main(
             state.session_id, state.saved = backend.close()
 
 
-def _completions(backend: AgentBackend, text: str) -> list[str]:
+def _completions(
+    backend: AgentBackend, text: str, schedule: Callable[[Callable[[], None]], object]
+) -> list[str]:
     numbers = [str(n) for n in range(1, len(backend.session_ids) + 1)]
-    return complete(text, models=backend.models, sessions=[*numbers, *backend.session_ids])
+    if text.startswith("/send "):  # offer the last discovery now; refresh it for next Tab
+        schedule(backend.peer_refresh.ask)
+    return complete(
+        text,
+        models=backend.models,
+        sessions=[*numbers, *backend.session_ids],
+        agents=backend.send_targets(),
+    )
 
 
 async def _run_root(
@@ -240,6 +250,8 @@ async def _run_root(
         if problem:
             _log.warning("relay unavailable: %s", problem)
             controller.view.notice(f"Relay unavailable: {problem}")
+        root.start_soon(backend.peer_refresh.run)
+        backend.peer_refresh.ask()  # so that the first Tab after /send has peers to offer
         await root.start(worker.run)
         if state.pending:
             controller.request_exit(state.pending)
@@ -275,6 +287,8 @@ def _welcome(
         f"workspace {config.workspace} · profile {config.profile} · session "
         f"{backend.session_id}" + (" (resumed)" if config.resume else " (new)"),
     ]
+    if config.agent_name:  # what other instances list, and what their /send @NAME reaches
+        lines[1] += f" · agent name {config.agent_name}"
     if choice is not None and not choice.found:
         lines.append(choice.line)
     if config.relay_problem:

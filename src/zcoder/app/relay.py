@@ -95,7 +95,7 @@ class RelayLink:
             settings_problem="",
             runtime_dir=self._runtime_dir,
             env=os.environ,
-            project=config.workspace.name or str(config.workspace),
+            project=config.agent_name or config.workspace.name or str(config.workspace),
             workspace=config.workspace,
             profile=config.profile,
             model=model,
@@ -323,6 +323,10 @@ class RelayLink:
         peers = await self.service.discover()
         self._peers = {p.manifest.instance_id: p for p in peers}
         return peers
+
+    def known_peers(self) -> list[Peer]:
+        """What the last discovery found (no I/O: Tab completes from it)."""
+        return list(self._peers.values())
 
     async def deliver(self, peer: Peer, message: str) -> Ack:
         if self.service is None:

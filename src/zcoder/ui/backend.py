@@ -106,3 +106,8 @@ class Backend(Protocol):
     def relay_control(self, action: str) -> list[str]:
         """``""`` (show the state and help), ``pause`` or ``resume``; the lines to show."""
         ...
+
+    async def send_message(self, args: str) -> None:
+        """``/send TARGET TEXT``: deliver the text now, with no turn and no question, and
+        show its card; a ``ZcoderError`` saying why when nothing was sent."""
+        ...

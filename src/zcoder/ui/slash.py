@@ -116,6 +116,13 @@ class SlashCommands:
         lines = self.host.backend.relay_control("")
         self._print(lines[0], lines[1:])
 
+    async def send(self, args: str) -> None:
+        # Not idle-only: it starts no turn and touches neither the model's history nor the
+        # session's state, so it may go out while a turn runs (docs/relay.rst says why). No
+        # deadline here: the delivery has the relay's own, and cutting it short would leave
+        # unknown whether the receiver stored the message.
+        await self.host.backend.send_message(args)
+
     async def help(self, args: str = "") -> None:
         width = max(len(usage) for usage, _ in help_lines())
         lines = [f"{usage:<{width}}  {text}" for usage, text in help_lines()]
@@ -182,5 +189,6 @@ HANDLERS: dict[str, Handler] = {
     "sessions": SlashCommands.sessions,
     "list-agents": SlashCommands.list_agents,
     "agents": SlashCommands.agents,
+    "send": SlashCommands.send,
     "quit": SlashCommands.quit,
 }

@@ -263,3 +263,32 @@ def test_the_approval_guard_is_milliseconds_from_the_environment(tmp_path: Path)
         assert str(info.value) == (
             f"ZCODER_APPROVAL_GUARD_MS: {bad!r} is not a whole number from 0 to 10000"
         )
+
+
+# -- the agent name (issue 9 item 7) ----------------------------------------------------
+
+
+def test_the_agent_name_comes_from_the_flag_over_the_environment(tmp_path: Path) -> None:
+    assert _load(tmp_path).agent_name == ""  # the workspace's name is used
+    assert _load(tmp_path, {"ZCODER_AGENT_NAME": "env-name"}).agent_name == "env-name"
+    named = _load(tmp_path, {"ZCODER_AGENT_NAME": "env-name"}, agent_name="flag.name")
+    assert named.agent_name == "flag.name"
+
+
+@pytest.mark.parametrize(
+    ("env", "opts", "option"),
+    [
+        ({}, {"agent_name": "has space"}, "--agent-name"),
+        ({}, {"agent_name": "-dash"}, "--agent-name"),
+        ({"ZCODER_AGENT_NAME": "x" * 65}, {}, "ZCODER_AGENT_NAME"),
+        ({"ZCODER_AGENT_NAME": "bad\x1bname"}, {}, "ZCODER_AGENT_NAME"),
+    ],
+)
+def test_a_name_outside_the_grammar_is_refused_naming_its_source(
+    tmp_path: Path, env: dict[str, str], opts: dict[str, str], option: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        _load(tmp_path, env, **opts)
+    text = str(info.value)
+    assert text.startswith(f"{option}: ") and "is not an agent name: use 1 to 64" in text
+    assert "\x1b" not in text and "\n" not in text

@@ -632,3 +632,19 @@ def test_a_signal_leaves_at_once_whatever_waits() -> None:
 
     h = run(body, backend, warmup=False)
     assert h.reason == "SIGTERM" and "leaving drops" not in h.output
+
+
+def test_send_goes_out_at_once_even_during_a_turn() -> None:
+    async def body(h: Harness) -> None:
+        h.keys("one\r")
+        await h.until(lambda: h.terminal.turn_running)
+        h.keys("/send @beta run the tests\r")
+        await h.until(lambda: h.backend.sent == ["@beta run the tests"])
+        assert h.controller.turn_active and h.queue == []  # not queued behind the turn
+        await h.until(lambda: "accepted (queue position 1)" in h.output)
+        h.backend.gate.set()
+        await h.until(lambda: not h.controller.turn_active)
+        assert h.backend.turns == ["one"]  # no turn of its own
+
+    h = run(body, FakeBackend(), warmup=False)
+    assert "✓ /send beta (pid 7) · a-1" in h.output

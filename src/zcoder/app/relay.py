@@ -27,6 +27,7 @@ from pathlib import Path
 
 import trio
 
+from zcoder.app.relay_labels import TargetNames
 from zcoder.app.relay_unrun import read_unrun
 from zcoder.config import Config
 from zcoder.errors import CommandError, RelayError, RelayUnavailable
@@ -40,17 +41,11 @@ from zcoder.tools.base import Tool
 from zcoder.tools.relay_tools import check_send, relay_tools
 from zcoder.ui.agents_text import OFF_REASON, AgentsView, not_listed, unavailable_line
 from zcoder.ui.backend import Unrun
-from zcoder.visible import escape_controls
 
 __all__ = ["RelayLink"]
 
 _log = logging.getLogger(__name__)
 _PROBLEM_PREFIX = "relay disabled: "  # how config.py words a bad relay setting
-_STATE_NOTES = {
-    "ready": "ready",
-    "busy": "busy: the message waits until its current turn ends",
-    "paused": "paused: it will refuse the message unless it is resumed first",
-}
 
 
 class RelayLink:
@@ -67,8 +62,7 @@ class RelayLink:
         self._on_tools = on_tools
         self.service: RelayService | None = None
         self._reason = _off_reason(config)
-        self._peers: dict[str, Peer] = {}
-        self._senders: dict[str, tuple[str, int, str]] = {}  # from relayed messages
+        self._names = TargetNames()
         self._running: Claimed | None = None
         self._claimed_from: Spool | None = None
         self._started = trio.Event()  # the service exists: its changes can be awaited
@@ -203,12 +197,7 @@ class RelayLink:
         if not self._spool_call("claim a message", claim):
             self._running = None
         if self._running is not None:  # a reply's question can name its target
-            e = self._running.envelope
-            self._senders[e.sender_instance_id] = (
-                e.sender_project,
-                e.sender_pid,
-                e.sender_workspace,
-            )
+            self._names.remember_sender(self._running.envelope)
         problems = spool.take_problems()
         return self._running, problems
 
@@ -303,7 +292,7 @@ class RelayLink:
         if self.service is None:
             raise RelayUnavailable(self.reason or "the relay has not started")
         peers = await self.service.discover()
-        self._peers = {p.manifest.instance_id: p for p in peers}
+        self._names.remember_peers(peers)
         return peers
 
     async def deliver(self, peer: Peer, message: str) -> Ack:
@@ -322,37 +311,13 @@ class RelayLink:
             max_bytes=settings.max_bytes,
         )
 
-    def _who(self, instance_id: str) -> tuple[str, int, str] | None:
-        """Project, pid and workspace: what discovery last said about the instance, or
-        what its last relayed message said (a reply); ``None`` when nothing is known."""
-        peer = self._peers.get(instance_id)
-        if peer is not None:
-            m = peer.manifest
-            return m.project, m.pid, m.workspace
-        return self._senders.get(instance_id)
-
     def label(self, instance_id: str) -> str:
-        """How a send question names its target: project, pid, workspace, exact id and the
-        state the last ping reported (the bare id when nothing is known)."""
-        who = self._who(instance_id)
-        if who is None:
-            return instance_id
-        project, pid, workspace = who
-        label = (
-            f"{escape_controls(project)} (pid {pid}, {escape_controls(workspace)}) · {instance_id}"
-        )
-        peer = self._peers.get(instance_id)
-        if peer is None:
-            return label
-        return f"{label} · {_STATE_NOTES.get(peer.state, escape_controls(peer.state))}"
+        """How a send question names its target (``TargetNames.label``)."""
+        return self._names.label(instance_id)
 
     def card_label(self, instance_id: str) -> str:
-        """A send's tool card, kept to one row: project and pid before the exact id (the
-        question showed the workspace too)."""
-        who = self._who(instance_id)
-        if who is None:
-            return instance_id
-        return f"{escape_controls(who[0])} (pid {who[1]}) · {instance_id}"
+        """How a send's tool card names its target (``TargetNames.card_label``)."""
+        return self._names.card_label(instance_id)
 
 
 def _off_reason(config: Config) -> str:

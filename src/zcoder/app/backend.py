@@ -20,7 +20,8 @@ from zcoder.agent.agent import Agent, RelaySender, TurnRequest
 from zcoder.agent.model import ModelClient
 from zcoder.agent.rounds import describe_model_error
 from zcoder.agent.servers import missing_model_fix
-from zcoder.app.relay import RelayLink, SendLabels
+from zcoder.app.relay import RelayLink
+from zcoder.app.relay_labels import SendLabels
 from zcoder.app.relay_send import PeerRefresh, send_command
 from zcoder.app.relay_unrun import sender_label
 from zcoder.app.worker import RelayTurn
@@ -35,6 +36,7 @@ from zcoder.session import Session, SessionStore, SessionSummary
 from zcoder.tools.base import Tool
 from zcoder.tools.registry import Toolbox, core_tools
 from zcoder.tools.relay_tools import SEND_AGENT_MESSAGE
+from zcoder.ui.agents_text import agents_lines
 from zcoder.ui.backend import SessionRow, Unrun
 
 __all__ = ["AgentBackend"]
@@ -312,7 +314,7 @@ class AgentBackend:
         return await self.relay.list_lines()
 
     def relay_control(self, action: str) -> list[str]:
-        return self.relay.control(action)
+        return agents_lines(action, self.relay.control(action))
 
     async def send_message(self, args: str) -> None:
         """``/send TARGET TEXT``: deliver it now (no turn) and show and keep its card."""

@@ -34,9 +34,11 @@ __all__ = [
     "APIS",
     "DEFAULT_HOST",
     "DEFAULT_MODEL",
+    "INBOUND_MODES",
     "Api",
     "CommandPolicy",
     "Config",
+    "InboundMode",
     "Profile",
     "RawOptions",
     "RelayMode",
@@ -54,6 +56,8 @@ RelayMode = Literal["on", "off", "paused"]
 PROFILES: tuple[Profile, ...] = ("coding", "sysadmin")
 POLICIES: tuple[CommandPolicy, ...] = ("ask", "allow", "deny")
 RELAY_MODES: tuple[RelayMode, ...] = ("on", "off", "paused")
+InboundMode = Literal["accept", "hold"]
+INBOUND_MODES: tuple[InboundMode, ...] = ("accept", "hold")
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
 DEFAULT_FIRST_TOKEN_TIMEOUT = 300.0
 DEFAULT_STALL_TIMEOUT = 60.0
@@ -75,6 +79,8 @@ class RelaySettings:
     max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS
     max_queue: int = DEFAULT_MAX_QUEUE
     io_timeout: float = DEFAULT_IO_TIMEOUT
+    # What becomes of an accepted message: it runs in its turn, or waits for the user.
+    inbound: InboundMode = "accept"
 
 
 @attrs.frozen
@@ -211,8 +217,13 @@ def relay_settings_from_env(env: Mapping[str, str]) -> RelaySettings:
             "ZCODER_RELAY_IO_TIMEOUT",
             f"{timeout_raw!r} is not a number of seconds from {low:g} to {high:g}",
         )
+    inbound = cast(
+        InboundMode,
+        _choice("ZCODER_RELAY_INBOUND", env.get("ZCODER_RELAY_INBOUND", "accept"), INBOUND_MODES),
+    )
     return RelaySettings(
         mode=mode,
+        inbound=inbound,
         dir=Path(raw_dir) if raw_dir else None,
         max_bytes=_limit(env, "ZCODER_RELAY_MAX_BYTES", DEFAULT_MAX_BYTES, MAX_BYTES_RANGE),
         max_message_chars=_limit(

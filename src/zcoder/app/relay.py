@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 
 import attrs
@@ -80,6 +80,8 @@ class RelayLink:
         self._change = trio.Event()
         self._told = False  # the failure was shown
         self._tools = relay_tools(self)
+        # Told the target of each message a receiver accepted (the exchange count).
+        self.on_sent: Callable[[str], object] | None = None
 
     # -- start ----------------------------------------------------------------------------
 
@@ -194,17 +196,17 @@ class RelayLink:
 
     # -- the worker's claims --------------------------------------------------------------
 
-    def claim(self) -> tuple[Claimed | None, list[str]]:
-        """The oldest waiting message (or ``None``), and quarantine reports to show (those
-        that ``sync`` has not already returned). A claim that fails makes the relay
-        fail and ends the claims: retrying would only fail again."""
+    def claim(self, skip: Container[str] = ()) -> tuple[Claimed | None, list[str]]:
+        """The oldest waiting message not in ``skip`` (held ones), or ``None``, and the
+        quarantine reports to show (those that ``sync`` has not already returned). A claim
+        that fails makes the relay fail and ends the claims: retrying would only fail again."""
         spool = self.service.spool if self.service is not None else None
         if spool is None or spool.paused or self._running is not None:
             return None, []
 
         def claim() -> None:
             try:
-                self._running = spool.claim()
+                self._running = spool.claim(skip)
             except SpoolFault as fault:
                 raise SpoolFault(str(fault), damaged=True) from None
 
@@ -232,6 +234,25 @@ class RelayLink:
             self._spool_call("settle a message", lambda: spool.complete(claimed))
         self._changed()
         return ""
+
+    def discard(self, message_id: str) -> bool:
+        """Settle a waiting message without running it (a held message the user denied):
+        claimed and settled at once, so a retry of it stays a duplicate. ``False`` when it
+        no longer waits (it ran, or it is gone) or the spool refused (a fault, handed on)."""
+        spool = self.service.spool if self.service is not None else None
+        if spool is None or self._running is not None:
+            return False
+        found: list[Claimed] = []
+
+        def take() -> None:
+            claimed = spool.claim(_AllBut(message_id))
+            if claimed is not None:
+                found.append(claimed)
+                spool.complete(claimed)
+
+        self._spool_call("remove a message", take)
+        self._changed()
+        return bool(found)
 
     def release(self, claimed: Claimed) -> str:
         """Put back, first in the queue, a message whose turn never reached the model (so
@@ -333,12 +354,15 @@ class RelayLink:
         except ValueError as exc:
             raise RelayError(f"the message cannot be sent: {exc}") from None
         settings = self._config.relay
-        return await client.send(
+        ack = await client.send(
             Path(peer.manifest.socket),
             envelope,
             io_timeout=settings.io_timeout,
             max_bytes=settings.max_bytes,
         )
+        if ack.status == "accepted" and self.on_sent is not None:
+            self.on_sent(peer.manifest.instance_id)
+        return ack
 
     def _who(self, instance_id: str) -> tuple[str, int, str] | None:
         """Project, pid and workspace: what discovery last said about the instance, or
@@ -371,6 +395,16 @@ class RelayLink:
         if who is None:
             return instance_id
         return f"{escape_controls(who[0])} (pid {who[1]}) · {instance_id}"
+
+
+@attrs.frozen
+class _AllBut:
+    """Every message id but one: what a claim of exactly that message skips."""
+
+    message_id: str
+
+    def __contains__(self, item: object) -> bool:
+        return item != self.message_id
 
 
 def _off_reason(config: Config) -> str:

@@ -67,3 +67,10 @@ def test_commands_without_arguments_refuse_one() -> None:
     assert quit_.arg_problem(" now ") == "/quit takes no argument (see /help)"
     assert new.arg_problem("") == new.arg_problem("  ") == ""
     assert agents.arg_problem("pause") == model.arg_problem("qwen3:8b") == ""
+
+
+def test_agents_completes_the_inbound_actions() -> None:
+    assert complete("/agents h") == ["/agents hold"]
+    assert complete("/agents a") == ["/agents accept", "/agents approve"]
+    assert complete("/agents in") == ["/agents inbox"]
+    assert complete("/agents d") == ["/agents deny"]

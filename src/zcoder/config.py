@@ -29,6 +29,13 @@ from zcoder.relay.limits import (
     MAX_MESSAGE_CHARS_RANGE,
     MAX_QUEUE_RANGE,
 )
+from zcoder.relay.settings import (
+    INBOUND_MODES,
+    RELAY_MODES,
+    InboundMode,
+    RelayMode,
+    RelaySettings,
+)
 
 __all__ = [
     "APIS",
@@ -51,13 +58,9 @@ __all__ = [
 
 Profile = Literal["coding", "sysadmin"]
 CommandPolicy = Literal["ask", "allow", "deny"]
-RelayMode = Literal["on", "off", "paused"]
 
 PROFILES: tuple[Profile, ...] = ("coding", "sysadmin")
 POLICIES: tuple[CommandPolicy, ...] = ("ask", "allow", "deny")
-RELAY_MODES: tuple[RelayMode, ...] = ("on", "off", "paused")
-InboundMode = Literal["accept", "hold"]
-INBOUND_MODES: tuple[InboundMode, ...] = ("accept", "hold")
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
 DEFAULT_FIRST_TOKEN_TIMEOUT = 300.0
 DEFAULT_STALL_TIMEOUT = 60.0
@@ -67,20 +70,6 @@ APIS: tuple[Api, ...] = ("ollama", "openai")
 _HOST_RE = re.compile(
     r"^(?:(https?)://)?([A-Za-z0-9._-]*|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?(/[^\s?#]*)?$"
 )
-
-
-@attrs.frozen
-class RelaySettings:
-    """The relay spec's configuration table."""
-
-    mode: RelayMode = "on"
-    dir: Path | None = None
-    max_bytes: int = DEFAULT_MAX_BYTES
-    max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS
-    max_queue: int = DEFAULT_MAX_QUEUE
-    io_timeout: float = DEFAULT_IO_TIMEOUT
-    # What becomes of an accepted message: it runs in its turn, or waits for the user.
-    inbound: InboundMode = "accept"
 
 
 @attrs.frozen
@@ -122,7 +111,7 @@ class Config:
     context_window: int | None = None
     debug_log: Path | None = None
     prompt: str | None = None
-    relay: RelaySettings = RelaySettings()
+    relay: RelaySettings = attrs.field(factory=RelaySettings)
     relay_problem: str = ""
     # ``-m`` given on this command line: it then wins over a resumed session's own model
     # (the environment and the default do not).

@@ -43,7 +43,7 @@ from zcoder.ui.history import PromptHistory
 from zcoder.ui.render import render_event
 from zcoder.ui.status import Status
 from zcoder.ui.terminal import Terminal
-from zcoder.ui.text import one_line, shorten, visible, visible_text
+from zcoder.ui.text import model_label, one_line, shorten, visible, visible_text
 from zcoder.ui.wrap import wrap_fragments
 
 __all__ = ["run_app"]
@@ -271,7 +271,7 @@ def _welcome(
     found = choice is not None and choice.found
     server = describe(config) if found else f"host {config.host}"
     lines = [
-        f"zcoder {__version__} · model {backend.model} · {server}",
+        f"zcoder {__version__} · model {model_label(backend.model)} · {server}",
         f"workspace {config.workspace} · profile {config.profile} · session "
         f"{backend.session_id}" + (" (resumed)" if config.resume else " (new)"),
     ]

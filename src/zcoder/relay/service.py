@@ -36,7 +36,6 @@ from pathlib import Path
 import attrs
 import trio
 
-from zcoder.config import RelaySettings
 from zcoder.errors import RelayError, RelayUnavailable
 from zcoder.relay import client, registry
 from zcoder.relay.envelope import Enqueue, Limits
@@ -50,6 +49,7 @@ from zcoder.relay.paths import (
     select_relay_dir,
 )
 from zcoder.relay.registry import Manifest, Peer, publish_manifest, remove_manifest
+from zcoder.relay.settings import RelaySettings
 from zcoder.relay.spool import Spool, SpoolFault
 
 __all__ = ["RelayService", "RelayStatus"]

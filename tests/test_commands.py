@@ -82,3 +82,10 @@ def test_send_completes_the_live_peers_labels() -> None:
     assert complete("/send @b", agents=agents) == ["/send @beta", "/send @beta-2"]
     assert complete("/send ", agents=agents) == [f"/send {a}" for a in agents]
     assert complete("/send @beta some text", agents=agents) == []  # only the target
+
+
+def test_agents_completes_the_inbound_actions() -> None:
+    assert complete("/agents h") == ["/agents hold"]
+    assert complete("/agents a") == ["/agents accept", "/agents approve"]
+    assert complete("/agents in") == ["/agents inbox"]
+    assert complete("/agents d") == ["/agents deny"]

@@ -101,6 +101,8 @@ def test_policy_flags() -> None:
         {"ZCODER_RELAY_MAX_QUEUE": "1_6"},
         {"ZCODER_RELAY_MAX_QUEUE": " 16"},
         {"ZCODER_RELAY_MAX_QUEUE": "١٦"},
+        {"ZCODER_RELAY_INBOUND": "maybe"},
+        {"ZCODER_RELAY_INBOUND": "HOLD"},
     ],
 )
 def test_bad_relay_setting_disables_only_the_relay(env: dict[str, str]) -> None:
@@ -114,6 +116,12 @@ def test_relay_settings_read() -> None:
     env = {"ZCODER_RELAY": "paused", "ZCODER_RELAY_DIR": "/tmp/x", "ZCODER_RELAY_IO_TIMEOUT": "0.5"}
     r = load_config(RawOptions(), env).relay
     assert (r.mode, r.dir, r.io_timeout) == ("paused", Path("/tmp/x"), 0.5)
+
+
+def test_inbound_policy_is_accept_unless_told_to_hold() -> None:
+    assert load_config(RawOptions(), {}).relay.inbound == "accept"
+    held = load_config(RawOptions(), {"ZCODER_RELAY_INBOUND": "hold"})
+    assert held.relay.inbound == "hold" and held.relay.mode == "on"
 
 
 @pytest.mark.parametrize(

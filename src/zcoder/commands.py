@@ -73,10 +73,11 @@ COMMANDS: tuple[Command, ...] = (
     Command("list-agents", "/list-agents", "list the other zcoder instances on this machine"),
     Command(
         "agents",
-        "/agents [pause|resume]",
-        "show the relay state, or pause/resume taking relayed work",
+        "/agents [pause|resume|hold|accept|inbox|approve N|deny N]",
+        "show the relay state; pause/resume taking relayed work; hold/accept: let relayed "
+        "messages wait for you or run; inbox: list those waiting; approve/deny one",
         arg_kind="choices",
-        choices=("pause", "resume"),
+        choices=("pause", "resume", "hold", "accept", "inbox", "approve", "deny"),
     ),
     Command(
         "send",

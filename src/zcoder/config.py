@@ -30,15 +30,23 @@ from zcoder.relay.limits import (
     MAX_QUEUE_RANGE,
 )
 from zcoder.relay.names import agent_name_problem
-from zcoder.relay.settings import RELAY_MODES, RelayMode, RelaySettings
+from zcoder.relay.settings import (
+    INBOUND_MODES,
+    RELAY_MODES,
+    InboundMode,
+    RelayMode,
+    RelaySettings,
+)
 
 __all__ = [
     "APIS",
     "DEFAULT_HOST",
     "DEFAULT_MODEL",
+    "INBOUND_MODES",
     "Api",
     "CommandPolicy",
     "Config",
+    "InboundMode",
     "Profile",
     "RawOptions",
     "RelayMode",
@@ -203,8 +211,13 @@ def relay_settings_from_env(env: Mapping[str, str]) -> RelaySettings:
             "ZCODER_RELAY_IO_TIMEOUT",
             f"{timeout_raw!r} is not a number of seconds from {low:g} to {high:g}",
         )
+    inbound = cast(
+        InboundMode,
+        _choice("ZCODER_RELAY_INBOUND", env.get("ZCODER_RELAY_INBOUND", "accept"), INBOUND_MODES),
+    )
     return RelaySettings(
         mode=mode,
+        inbound=inbound,
         dir=Path(raw_dir) if raw_dir else None,
         max_bytes=_limit(env, "ZCODER_RELAY_MAX_BYTES", DEFAULT_MAX_BYTES, MAX_BYTES_RANGE),
         max_message_chars=_limit(

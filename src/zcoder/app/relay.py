@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 
+import attrs
 import trio
 
 from zcoder.app.relay_labels import TargetNames
@@ -69,6 +70,8 @@ class RelayLink:
         self._seen = 0  # the count of the service's changes at the last wake-up
         self._told = False  # the failure was shown
         self._tools = relay_tools(self)
+        # Told the target of each message a receiver accepted (the exchange count).
+        self.on_sent: Callable[[str], object] | None = None
 
     # -- start ----------------------------------------------------------------------------
 
@@ -179,17 +182,17 @@ class RelayLink:
 
     # -- the worker's claims --------------------------------------------------------------
 
-    def claim(self) -> tuple[Claimed | None, list[str]]:
-        """The oldest waiting message (or ``None``), and quarantine reports to show (those
-        that ``sync`` has not already returned). A claim that fails makes the relay
-        fail and ends the claims: retrying would only fail again."""
+    def claim(self, skip: Container[str] = ()) -> tuple[Claimed | None, list[str]]:
+        """The oldest waiting message not in ``skip`` (held ones), or ``None``, and the
+        quarantine reports to show (those that ``sync`` has not already returned). A claim
+        that fails makes the relay fail and ends the claims: retrying would only fail again."""
         spool = self.service.spool if self.service is not None else None
         if spool is None or spool.paused or self._running is not None:
             return None, []
 
         def claim() -> None:
             try:
-                self._running = spool.claim()
+                self._running = spool.claim(skip)
             except SpoolFault as fault:
                 raise SpoolFault(str(fault), damaged=True) from None
 
@@ -210,6 +213,24 @@ class RelayLink:
         if spool is not None:
             self._spool_call("settle a message", lambda: spool.complete(claimed))
         return ""
+
+    def discard(self, message_id: str) -> bool:
+        """Settle a waiting message without running it (a held message the user denied):
+        claimed and settled at once, so a retry of it stays a duplicate. ``False`` when it
+        no longer waits (it ran, or it is gone) or the spool refused (a fault, handed on)."""
+        spool = self.service.spool if self.service is not None else None
+        if spool is None or self._running is not None:
+            return False
+        found: list[Claimed] = []
+
+        def take() -> None:
+            claimed = spool.claim(_AllBut(message_id))
+            if claimed is not None:
+                found.append(claimed)
+                spool.complete(claimed)
+
+        self._spool_call("remove a message", take)  # the spool notes the change itself
+        return bool(found)
 
     def release(self, claimed: Claimed) -> str:
         """Put back, first in the queue, a message whose turn never reached the model (so
@@ -308,12 +329,15 @@ class RelayLink:
         except ValueError as exc:
             raise RelayError(f"the message cannot be sent: {exc}") from None
         settings = self._config.relay
-        return await client.send(
+        ack = await client.send(
             Path(peer.manifest.socket),
             envelope,
             io_timeout=settings.io_timeout,
             max_bytes=settings.max_bytes,
         )
+        if ack.status == "accepted" and self.on_sent is not None:
+            self.on_sent(peer.manifest.instance_id)
+        return ack
 
     def label(self, instance_id: str) -> str:
         """How a send question names its target (``TargetNames.label``)."""
@@ -322,6 +346,16 @@ class RelayLink:
     def card_label(self, instance_id: str) -> str:
         """How a send's tool card names its target (``TargetNames.card_label``)."""
         return self._names.card_label(instance_id)
+
+
+@attrs.frozen
+class _AllBut:
+    """Every message id but one: what a claim of exactly that message skips."""
+
+    message_id: str
+
+    def __contains__(self, item: object) -> bool:
+        return item != self.message_id
 
 
 def _off_reason(config: Config) -> str:

@@ -19,10 +19,12 @@ from zcoder.relay.limits import (
     DEFAULT_MAX_QUEUE,
 )
 
-__all__ = ["RELAY_MODES", "RelayMode", "RelaySettings"]
+__all__ = ["INBOUND_MODES", "RELAY_MODES", "InboundMode", "RelayMode", "RelaySettings"]
 
 RelayMode = Literal["on", "off", "paused"]
 RELAY_MODES: tuple[RelayMode, ...] = ("on", "off", "paused")
+InboundMode = Literal["accept", "hold"]
+INBOUND_MODES: tuple[InboundMode, ...] = ("accept", "hold")
 
 
 @attrs.frozen
@@ -35,3 +37,5 @@ class RelaySettings:
     max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS
     max_queue: int = DEFAULT_MAX_QUEUE
     io_timeout: float = DEFAULT_IO_TIMEOUT
+    # What becomes of an accepted message: it runs in its turn, or waits for the user.
+    inbound: InboundMode = "accept"

@@ -40,7 +40,7 @@ import contextlib
 import os
 import shutil
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from pathlib import Path
 
 import attrs
@@ -205,8 +205,9 @@ class Spool:
             or message_id in self._settled
         )
 
-    def claim(self) -> Claimed | None:
-        """Move the oldest inbox entry to ``processing/`` and parse it again.
+    def claim(self, skip: Container[str] = ()) -> Claimed | None:
+        """Move the oldest inbox entry whose message id is not in ``skip`` (messages held
+        for the user) to ``processing/`` and parse it again.
 
         Entries that fail are quarantined and reported by ``take_problems``; something
         planted where the entry goes in ``processing/`` is quarantined and reported as
@@ -226,6 +227,8 @@ class Spool:
                 self._quarantine.put(source, BAD_NAME)
                 continue
             mid = found.group(2)
+            if mid in skip:
+                continue
             target = self._dirs["processing"] / name
             moved = self._move(source, target)
             if moved is None:  # another claimer won this one

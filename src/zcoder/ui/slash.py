@@ -110,10 +110,10 @@ class SlashCommands:
             self._print("Other zcoder instances on this machine:", lines)
 
     async def agents(self, action: str) -> None:
-        if action:  # pause, resume: the worker owns what relayed work may run
+        if action and action != "inbox":  # the worker owns what relayed work may run
             self.host.intend(RelayControl(action))
             return
-        lines = self.host.backend.relay_control("")
+        lines = self.host.backend.relay_control(action)
         self._print(lines[0], lines[1:])
 
     async def send(self, args: str) -> None:

@@ -1,14 +1,10 @@
 """The OpenAI-compatible model client: ``POST /v1/chat/completions`` streamed as server-sent
 events over httpx, for llama.cpp, LM Studio, vLLM, Ollama's ``/v1`` and the like.
 
-The same guarantees as ``OllamaClient`` (``agent/ollama.py``), which it mirrors:
-
-- A connection failure before any response byte is retried exactly once, after a short
-  pause; a failure once the response has started, or an HTTP error status, never is.
-- The stall deadline applies to every read (the response head, each piece of the body),
-  with ``trio.fail_after``, so a cancelled turn is never outlived by an httpx timeout.
-- Leaving ``stream_chat`` (done, error or cancel) closes the response at once.
-- httpx's exceptions stop here: callers see the ``ModelError`` subclasses only.
+The same guarantees as ``OllamaClient`` (``agent/ollama.py``), from the same HTTP half
+(``agent/http_client.py``: the one retry, the stall deadlines, httpx's exceptions turned
+into ``ModelError`` subclasses); leaving ``stream_chat`` (done, error or cancel) closes the
+response at once.
 
 The API key, when there is one, is sent as ``Authorization: Bearer`` and nowhere else: it
 is not in any message, log line or repr (httpx masks the header in its own repr).
@@ -16,24 +12,20 @@ is not in any message, log line or repr (httpx masks the header in its own repr)
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from types import TracebackType
 from typing import Any
 
 import httpx
 import trio
 
-import zcoder
+from zcoder.agent.http_client import HttpModelClient
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo, StallLimits
-from zcoder.agent.ollama_stream import close_response, describe, stall_text
-from zcoder.agent.ollama_wire import error_text
+from zcoder.agent.ollama_stream import close_response
 from zcoder.agent.openai_stream import EventChunkStream
 from zcoder.agent.openai_wire import decode_models, encode_chat_request, model_entries
 from zcoder.agent.servers import GENERIC, kind_from_models, start_fix
 from zcoder.errors import (
-    MalformedStream,
     ModelError,
     ModelHTTPError,
     ServerUnavailable,
@@ -42,24 +34,13 @@ from zcoder.errors import (
 
 __all__ = ["OpenAIClient"]
 
-_RETRYABLE = (
-    httpx.ConnectError,
-    httpx.ConnectTimeout,
-    httpx.RemoteProtocolError,
-    httpx.ReadError,
-    httpx.WriteError,
-)
-_RETRY_PAUSE = 0.25
-_MAX_BODY = 1024 * 1024
-_MAX_ERROR_BODY = 64 * 1024
-
 
 def _positive_int(value: Any) -> int | None:
     ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
     return value if ok else None
 
 
-class OpenAIClient:
+class OpenAIClient(HttpModelClient):
     """A ``ModelClient`` for one OpenAI-compatible server.
 
     ``base_url`` ends with the API's version prefix (``http://127.0.0.1:8080/v1``); the
@@ -78,37 +59,19 @@ class OpenAIClient:
         stall: StallLimits | None = None,
         connect_seconds: float = 10.0,
     ) -> None:
-        if not connect_seconds > 0:
-            raise ValueError("connect_seconds must be positive")
-        self.base_url = base_url.rstrip("/")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        super().__init__(
+            base_url,
+            transport=transport,
+            stall=stall,
+            connect_seconds=connect_seconds,
+            headers=headers,
+        )
         self.root_url = self.base_url.removesuffix("/v1")
         self.kind = kind
-        self._stall = stall or StallLimits()
-        headers = {"User-Agent": f"zcoder/{zcoder.__version__}"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url,
-            transport=transport,
-            timeout=httpx.Timeout(connect=connect_seconds, read=None, write=None, pool=None),
-            headers=headers,
-            trust_env=False,
-            verify=not self.base_url.startswith("http://"),
-        )
 
     def __repr__(self) -> str:
         return f"OpenAIClient({self.base_url!r}, kind={self.kind!r})"
-
-    async def __aenter__(self) -> OpenAIClient:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     @asynccontextmanager
     async def stream_chat(self, request: ChatRequest) -> AsyncIterator[AsyncIterator[ChatChunk]]:
@@ -177,10 +140,6 @@ class OpenAIClient:
                 return _positive_int(entry.get("context_length"))
         return None
 
-    async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self._http.aclose()
-
     async def _answers(self, url: str) -> bool:
         try:
             await self._json("GET", url)
@@ -190,76 +149,9 @@ class OpenAIClient:
             return False
         return True
 
-    async def _json(self, method: str, path: str, body: Any = None, *, model: str = "") -> Any:
-        response = await self._open(method, path, body, model=model)
-        raw = await self._read_all(response, _MAX_BODY)
-        try:
-            return json.loads(raw)
-        except ValueError:
-            raise MalformedStream(f"{method} {path}: the answer is not JSON") from None
+    def _unavailable_text(self, reason: str) -> str:
+        return f"cannot reach {self.kind} at {self.base_url} ({reason}); {start_fix(self.kind)}"
 
-    async def _open(
-        self, method: str, path: str, body: Any, *, model: str, by: float | None = None
-    ) -> httpx.Response:
-        """Send with one retry; ``by`` is the deadline for the response head (trio's clock,
-        default ``between_tokens`` from now)."""
-        request = self._http.build_request(method, path, json=body)
-        first = by is not None
-        by = by if by is not None else trio.current_time() + self._stall.between_tokens
-        response = await self._send_with_retry(request, by, first)
-        if response.status_code < 400:
-            return response
-        raw = await self._read_all(response, _MAX_ERROR_BODY)
-        text = error_text(raw)
-        missing = response.status_code == 404 and bool(model) and "model" in text.lower()
-        raise ModelHTTPError(response.status_code, text, kind=self.kind, model_missing=missing)
-
-    async def _send_with_retry(
-        self, request: httpx.Request, by: float, first: bool
-    ) -> httpx.Response:
-        try:
-            return await self._send(request, by, first)
-        except _RETRYABLE:
-            pass
-        await trio.sleep(_RETRY_PAUSE)
-        try:
-            return await self._send(request, by, first)
-        except _RETRYABLE as exc:
-            raise self._unavailable(exc) from None
-
-    async def _send(self, request: httpx.Request, by: float, first: bool) -> httpx.Response:
-        try:
-            with trio.fail_at(by):
-                return await self._http.send(request, stream=True)
-        except trio.TooSlowError:
-            if first:
-                raise StreamStalled(stall_text(self._stall, first=True)) from None
-            raise StreamStalled(
-                f"the model server at {self.base_url} did not answer within "
-                f"{self._stall.between_tokens:g}s"
-            ) from None
-        except _RETRYABLE:
-            raise
-        except httpx.HTTPError as exc:
-            raise self._unavailable(exc) from None
-
-    def _unavailable(self, exc: BaseException) -> ServerUnavailable:
-        reason = describe(exc)
-        return ServerUnavailable(
-            f"cannot reach {self.kind} at {self.base_url} ({reason}); {start_fix(self.kind)}",
-            reason=reason,
-            kind=self.kind,
-        )
-
-    async def _read_all(self, response: httpx.Response, limit: int) -> bytes:
-        """Up to ``limit`` bytes of a (small) body, then the response is closed."""
-        parts: list[bytes] = []
-        size = 0
-        reader = EventChunkStream(response, self._stall)
-        try:
-            while size < limit and (data := await reader.read_raw()) is not None:
-                parts.append(data)
-                size += len(data)
-        finally:
-            await close_response(response, reader)
-        return b"".join(parts)[:limit]
+    async def _http_failure(self, status: int, text: str, model: str) -> ModelHTTPError:
+        missing = status == 404 and bool(model) and "model" in text.lower()
+        return ModelHTTPError(status, text, kind=self.kind, model_missing=missing)

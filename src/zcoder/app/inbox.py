@@ -15,19 +15,18 @@ a ``ReceiptSink`` (a no-op until receipts are wired in).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import attrs
 
+from zcoder.app.relay_unrun import read_inbox, sender_label
 from zcoder.app.schedule import EXCHANGE_BOUND, Exchanges, HoldReason, hold_reason
 from zcoder.config import INBOUND_MODES, InboundMode
 from zcoder.errors import CommandError
 from zcoder.relay.envelope import Limits
 from zcoder.relay.spool import Spool
-from zcoder.relay.spool_entry import ENTRY_NAME_RE, InvalidEntry, read_entry
 from zcoder.ui.slash import age
 from zcoder.ui.text import one_line, shorten
 from zcoder.visible import escape_controls
@@ -71,25 +70,10 @@ class Waiting:
 def read_waiting(spool: Spool | None, limits: Limits) -> list[Waiting]:
     """The messages in the spool's ``inbox/``, oldest first; an entry that cannot be read is
     left for the next claim to quarantine (never run, so never listed)."""
-    if spool is None:
-        return []
-    inbox = spool.root / "inbox"
-    try:
-        names = sorted(os.listdir(inbox))
-    except OSError:
-        return []
-    out = []
-    for name in names:
-        found = ENTRY_NAME_RE.fullmatch(name)
-        if found is None:
-            continue
-        try:
-            e, verified = read_entry(inbox / name, found.group(2), limits)
-        except InvalidEntry:
-            continue
-        label = f"{e.sender_project} (pid {e.sender_pid})"
-        out.append(Waiting(e.message_id, e.sender_instance_id, label, verified, e.body))
-    return out
+    return [
+        Waiting(e.message_id, e.sender_instance_id, sender_label(e), verified, e.body)
+        for e, verified in read_inbox(spool, limits)
+    ]
 
 
 @attrs.define

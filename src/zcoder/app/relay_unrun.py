@@ -16,7 +16,7 @@ from zcoder.relay.spool import Spool
 from zcoder.relay.spool_entry import ENTRY_NAME_RE, InvalidEntry, read_entry
 from zcoder.ui.backend import Unrun
 
-__all__ = ["read_unrun", "sender_label"]
+__all__ = ["read_inbox", "read_unrun", "sender_label"]
 
 
 def sender_label(envelope: Enqueue) -> str:
@@ -24,8 +24,9 @@ def sender_label(envelope: Enqueue) -> str:
     return f"{envelope.sender_project} (pid {envelope.sender_pid})"
 
 
-def read_unrun(spool: Spool | None, limits: Limits) -> list[Unrun]:
-    """The messages in ``inbox/``, oldest first (``[]`` without a spool or an inbox)."""
+def read_inbox(spool: Spool | None, limits: Limits) -> list[tuple[Enqueue, bool]]:
+    """The envelopes in ``inbox/`` with whether their sender was verified, oldest first
+    (``[]`` without a spool or an inbox)."""
     if spool is None:
         return []
     inbox = spool.root / "inbox"
@@ -39,8 +40,12 @@ def read_unrun(spool: Spool | None, limits: Limits) -> list[Unrun]:
         if found is None:
             continue
         try:
-            envelope, _ = read_entry(inbox / name, found.group(2), limits)
+            out.append(read_entry(inbox / name, found.group(2), limits))
         except InvalidEntry:
             continue
-        out.append(Unrun(envelope.message_id, sender_label(envelope), envelope.body))
     return out
+
+
+def read_unrun(spool: Spool | None, limits: Limits) -> list[Unrun]:
+    """The messages in ``inbox/``, oldest first, as the quit warning names them."""
+    return [Unrun(e.message_id, sender_label(e), e.body) for e, _ in read_inbox(spool, limits)]

@@ -174,9 +174,7 @@ _workspace = _check(
 )
 _body_check = _check(str, _body, "non-blank UTF-8 text without NUL")
 _timestamp = _check(int, lambda v: 0 <= v <= MAX_TIME, f"an integer from 0 to {MAX_TIME}")
-_status = _check(
-    str, lambda v: v in STATUSES or v in CANCEL_STATUSES, "an ack status"
-)
+_status = _check(str, lambda v: v in STATUSES or v in CANCEL_STATUSES, "an ack status")
 _position = _optional(_check(int, lambda v: v >= 1, "an integer >= 1"))
 _state = _optional(_check(str, STATES.__contains__, "ready, busy or paused"))
 _positive = _check(int, lambda v: v >= 1, "a positive integer")

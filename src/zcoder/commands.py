@@ -71,10 +71,11 @@ COMMANDS: tuple[Command, ...] = (
     Command("list-agents", "/list-agents", "list the other zcoder instances on this machine"),
     Command(
         "agents",
-        "/agents [pause|resume]",
-        "show the relay state, or pause/resume taking relayed work",
+        "/agents [pause|resume|sent|cancel ID]",
+        "show the relay state, pause/resume taking relayed work, list sent messages, "
+        "or withdraw one",
         arg_kind="choices",
-        choices=("pause", "resume"),
+        choices=("pause", "resume", "sent", "cancel"),
     ),
     Command("quit", "/quit", "save the session and exit"),
 )

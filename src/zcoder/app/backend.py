@@ -20,7 +20,9 @@ from zcoder.agent.agent import Agent, RelaySender, TurnRequest
 from zcoder.agent.model import ModelClient
 from zcoder.agent.rounds import describe_model_error
 from zcoder.agent.servers import missing_model_fix
+from zcoder.app.receipts import ChangeRecorder, final_state
 from zcoder.app.relay import RelayLink, SendLabels
+from zcoder.app.relay_sent import cancel_sent, farewell
 from zcoder.app.relay_unrun import sender_label
 from zcoder.app.worker import RelayTurn
 from zcoder.approval import Approver
@@ -96,8 +98,11 @@ class AgentBackend:
         self._session = session
         self._core_tools = core_tools()
         self._toolbox = Toolbox(self._core_tools)
-        self.relay = RelayLink(config, runtime_dir, self._offer_relay_tools)
+        self.relay = RelayLink(
+            config, runtime_dir, self._offer_relay_tools, on_entry=self._record_entry
+        )
         self._sink = sink
+        self._changes = ChangeRecorder(_SendCardLabels(sink, self.relay.card_label))
         # A relayed turn could not reach the model: relayed messages wait (local prompts
         # still run) until the model answers again.
         self._model_down = False
@@ -110,7 +115,7 @@ class AgentBackend:
             approver=SendLabels(approver, self.relay),
             store=store,
             session=session,
-            sink=_SendCardLabels(sink, self.relay.card_label),
+            sink=self._changes,
         )
         if self._agent.model != config.model and not config.resume:
             self._agent.set_model(config.model)
@@ -277,8 +282,14 @@ class AgentBackend:
         (``relay_waits_for_model``)."""
         self.relay.refresh(state="busy")
         unreached = reached = False
+        self.relay.receipts.send(claimed.envelope, "started")
+        self._changes.start()
         try:
             outcome = await self.agent.run_turn(TurnRequest("relay", *_sender(claimed)))
+            if not (outcome.status == "error" and not outcome.reached_model):
+                state, detail = final_state(outcome)
+                changed = self._changes.changed()
+                self.relay.receipts.send(claimed.envelope, state, detail, changed)
             _log.debug("relayed turn %s ended: %s", claimed.envelope.message_id, outcome.status)
             reached = outcome.reached_model
             unreached = outcome.status == "error" and not reached
@@ -310,6 +321,24 @@ class AgentBackend:
 
     def relay_control(self, action: str) -> list[str]:
         return self.relay.control(action)
+
+    def relay_sent(self) -> list[str]:
+        """``/agents sent``: the messages this instance sent, with their latest state."""
+        return self.relay.outbox.sent_lines()
+
+    async def relay_cancel(self, ref: str) -> str:
+        """``/agents cancel REF``: withdraw a message this instance sent; the line to show."""
+        return await cancel_sent(self.relay, ref)
+
+    async def relay_farewell(self) -> None:
+        """On the way out, before the relay shuts down: ``dropped`` to the senders of the
+        messages that will not run (bounded)."""
+        await farewell(self.relay)
+
+    def _record_entry(self, event: TranscriptEvent) -> None:
+        """A relay entry that is part of the session (a receipt): persisted and shown."""
+        self.agent.session.events.append(event)
+        self._show(event)
 
     def _show(self, event: TranscriptEvent) -> None:
         self._sink.emit(Entry(event))

@@ -248,6 +248,7 @@ async def _run_root(
         finally:
             # Before the root scope's cancel reaches the relay, which removes the spool.
             state.dropped = backend.relay_unrun()
+            await backend.relay_farewell()  # bounded, shielded: receipts ``dropped``
         root.cancel_scope.cancel()
 
 

@@ -22,6 +22,7 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 import attrs
 import trio
@@ -31,7 +32,7 @@ from zcoder.errors import RelayError
 from zcoder.flat_text import one_line
 from zcoder.live import LiveEvent, ToolUpdate, TurnSink
 from zcoder.relay import client
-from zcoder.relay.envelope import Enqueue, Receipt
+from zcoder.relay.envelope import Receipt
 from zcoder.relay.limits import PROTOCOL_VERSION
 from zcoder.relay.manifest import load_manifest
 from zcoder.relay.receipt_states import (
@@ -41,7 +42,14 @@ from zcoder.relay.receipt_states import (
     RECEIPT_STATES,
 )
 
-__all__ = ["COMMANDS_NOTE", "ChangeRecorder", "ReceiptSender", "final_state", "shorten_detail"]
+__all__ = [
+    "COMMANDS_NOTE",
+    "ChangeRecorder",
+    "Origin",
+    "ReceiptSender",
+    "final_state",
+    "shorten_detail",
+]
 
 _log = logging.getLogger(__name__)
 _QUEUE = 64
@@ -113,9 +121,23 @@ class ChangeRecorder:
         return text[:MAX_CHANGED_CHARS]
 
 
+class Origin(Protocol):
+    """What a receipt needs of the message it reports on: an ``Enqueue``, or the ``Cancel``
+    that withdrew it (both name the message and its sender)."""
+
+    @property
+    def message_id(self) -> str: ...
+
+    @property
+    def sender_instance_id(self) -> str: ...
+
+    @property
+    def sender_pid(self) -> int: ...
+
+
 @attrs.frozen
 class _Job:
-    message: Enqueue
+    message: Origin
     receipt: Receipt
 
 
@@ -149,7 +171,7 @@ class ReceiptSender:
         self._idle.set()
         self.stats = ReceiptStatistics()
 
-    def send(self, message: Enqueue, state: str, detail: str = "", changed: str = "") -> None:
+    def send(self, message: Origin, state: str, detail: str = "", changed: str = "") -> None:
         """Report ``state`` of ``message`` to its sender; never blocks, never raises for a
         receipt it cannot send (logged and dropped). ``ValueError`` for an unknown state."""
         if state not in RECEIPT_STATES:
@@ -225,7 +247,7 @@ class ReceiptSender:
                 _log.info("relay receipt to %s answered %s", target, ack.status)
             return
 
-    def _socket_of(self, message: Enqueue) -> Path:
+    def _socket_of(self, message: Origin) -> Path:
         relay_dir = self._relay_dir()
         if relay_dir is None:
             raise RelayError("the relay directory is not known")

@@ -27,9 +27,12 @@ from pathlib import Path
 import attrs
 import trio
 
+from zcoder.app.receipts import ReceiptSender
+from zcoder.app.relay_outbox import RelayOutbox
 from zcoder.app.relay_unrun import read_unrun
 from zcoder.approval import Answer, ApprovalRequest, Approver
 from zcoder.config import Config
+from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError, RelayError, RelayUnavailable
 from zcoder.relay import client
 from zcoder.relay.envelope import Ack, Limits
@@ -38,7 +41,7 @@ from zcoder.relay.registry import Peer
 from zcoder.relay.service import RelayService
 from zcoder.relay.spool import Claimed, Spool, SpoolFault
 from zcoder.tools.base import Tool
-from zcoder.tools.relay_tools import check_send, relay_tools
+from zcoder.tools.relay_tools import check_send, message_status_tool, relay_tools
 from zcoder.ui.backend import Unrun
 from zcoder.visible import escape_controls
 
@@ -67,6 +70,7 @@ class RelayLink:
         config: Config,
         runtime_dir: Path | None,
         on_tools: Callable[[Sequence[Tool]], None],
+        on_entry: Callable[[TranscriptEvent], None] = lambda event: None,
     ) -> None:
         self._config = config
         self._runtime_dir = runtime_dir
@@ -79,7 +83,19 @@ class RelayLink:
         self._claimed_from: Spool | None = None
         self._change = trio.Event()
         self._told = False  # the failure was shown
-        self._tools = relay_tools(self)
+        # zcoder's extension: receipts to our senders, the outbox of what we sent.
+        self.receipts = ReceiptSender(
+            me=lambda: self.service.instance_id if self.service is not None else "",
+            relay_dir=lambda: self.service.relay_dir if self.service is not None else None,
+            io_timeout=config.relay.io_timeout,
+            max_bytes=config.relay.max_bytes,
+        )
+        self.outbox = RelayOutbox(
+            receipts=self.receipts,
+            spool=lambda: self.service.spool if self.service is not None else None,
+            on_entry=on_entry,
+        )
+        self._tools = [*relay_tools(self), message_status_tool(self.outbox.status_text)]
 
     # -- start ----------------------------------------------------------------------------
 
@@ -103,6 +119,8 @@ class RelayLink:
         )
         self.service = service
         service.on_change(self._changed)
+        service.set_extension(self.outbox.handle)
+        nursery.start_soon(self.receipts.run)
         await nursery.start(service.run)
         self._on_tools(self._tools if self.available else [])
         self._changed()
@@ -191,6 +209,15 @@ class RelayLink:
     def refresh(self, **fields: str) -> None:
         if self.service is not None:
             self.service.refresh(**fields)
+
+    @property
+    def config(self) -> Config:
+        return self._config
+
+    @property
+    def running(self) -> Claimed | None:
+        """The relayed message whose turn runs now, if any."""
+        return self._running
 
     # -- the worker's claims --------------------------------------------------------------
 
@@ -333,12 +360,15 @@ class RelayLink:
         except ValueError as exc:
             raise RelayError(f"the message cannot be sent: {exc}") from None
         settings = self._config.relay
-        return await client.send(
+        ack = await client.send(
             Path(peer.manifest.socket),
             envelope,
             io_timeout=settings.io_timeout,
             max_bytes=settings.max_bytes,
         )
+        m = peer.manifest
+        self.outbox.record(envelope, ack, f"{escape_controls(m.project)} (pid {m.pid})")
+        return ack
 
     def _who(self, instance_id: str) -> tuple[str, int, str] | None:
         """Project, pid and workspace: what discovery last said about the instance, or

@@ -318,6 +318,7 @@ def _converter(*, forbid_extra_keys: bool) -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=forbid_extra_keys)
     conv.register_structure_hook(int, _exact(int, "an integer"))
     conv.register_structure_hook(str, _exact(str, "a string"))
+    conv.register_structure_hook(bool, _exact(bool, "a boolean"))
     return conv
 
 

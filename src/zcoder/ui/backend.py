@@ -106,3 +106,12 @@ class Backend(Protocol):
     def relay_control(self, action: str) -> list[str]:
         """``""`` (show the state and help), ``pause`` or ``resume``; the lines to show."""
         ...
+
+    def relay_sent(self) -> list[str]:
+        """``/agents sent``: the messages this instance sent, latest state and age."""
+        ...
+
+    async def relay_cancel(self, ref: str) -> str:
+        """``/agents cancel REF``: withdraw a message this instance sent (by id or its
+        number in ``/agents sent``); the line to show, or ``ZcoderError``."""
+        ...

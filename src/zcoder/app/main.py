@@ -109,7 +109,7 @@ def _dropped_lines(dropped: list[Unrun]) -> str:
     many = len(dropped) > 1
     lines = [
         f"Dropped {len(dropped)} accepted relayed message{'s' if many else ''} that had not "
-        "run (the sender was not told):"
+        "run (zcoder senders get a dropped receipt):"
     ]
     for u in dropped:
         task = shorten(one_line(u.task), 60)

@@ -36,6 +36,7 @@ def test_version_is_fast_and_light() -> None:
         # Headless server and remote client are out of scope (spec/core.md): not options.
         (["--server"], "unrecognized arguments: --server"),
         (["--connect", "http://x"], "unrecognized arguments: --connect http://x"),
+        (["--agent-name", "two words"], "--agent-name: 'two words' is not an agent name"),
     ],
 )
 def test_bad_options_exit_2_with_one_line(
@@ -99,3 +100,15 @@ def test_model_bound_flags_reach_the_config() -> None:
         ["--temperature", "0.2", "--max-output-tokens", "512", "--no-text-tool-calls"]
     )
     assert (raw.temperature, raw.max_output_tokens, raw.no_text_tool_calls) == ("0.2", "512", True)
+
+
+def test_a_bad_agent_name_variable_exits_2_naming_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ZCODER_AGENT_NAME", "no/slash")
+    assert main(["-p", "hello"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "zcoder: ZCODER_AGENT_NAME: 'no/slash' is not an agent name: use 1 to 64 letters, "
+        "digits, '.', '_' or '-', starting with a letter or digit\n"
+    )

@@ -40,7 +40,7 @@ def test_idle_rules() -> None:
 def test_complete_command_names() -> None:
     assert complete("/") == [f"/{c.name}" for c in COMMANDS]
     assert complete("/mo") == ["/model"]
-    assert complete("/s") == ["/sessions"]
+    assert complete("/s") == ["/sessions", "/send"]
     assert complete("hello") == []
 
 
@@ -67,3 +67,25 @@ def test_commands_without_arguments_refuse_one() -> None:
     assert quit_.arg_problem(" now ") == "/quit takes no argument (see /help)"
     assert new.arg_problem("") == new.arg_problem("  ") == ""
     assert agents.arg_problem("pause") == model.arg_problem("qwen3:8b") == ""
+
+
+def test_send_takes_its_text_over_several_lines_and_runs_during_a_turn() -> None:
+    parsed = parse("/send @beta fix the test\nthen run it\n")
+    assert parsed is not None and parsed.command.name == "send"
+    assert parsed.args == "@beta fix the test\nthen run it"
+    assert not parsed.command.needs_idle(parsed.args)  # it starts no turn
+    assert parse("/model a\nb") is None  # only /send spans lines
+
+
+def test_send_completes_the_live_peers_labels() -> None:
+    agents = ["@beta", "@beta-2", "@gamma", "300-3333"]
+    assert complete("/send @b", agents=agents) == ["/send @beta", "/send @beta-2"]
+    assert complete("/send ", agents=agents) == [f"/send {a}" for a in agents]
+    assert complete("/send @beta some text", agents=agents) == []  # only the target
+
+
+def test_agents_completes_the_inbound_actions() -> None:
+    assert complete("/agents h") == ["/agents hold"]
+    assert complete("/agents a") == ["/agents accept", "/agents approve"]
+    assert complete("/agents in") == ["/agents inbox"]
+    assert complete("/agents d") == ["/agents deny"]

@@ -101,6 +101,8 @@ def test_policy_flags() -> None:
         {"ZCODER_RELAY_MAX_QUEUE": "1_6"},
         {"ZCODER_RELAY_MAX_QUEUE": " 16"},
         {"ZCODER_RELAY_MAX_QUEUE": "١٦"},
+        {"ZCODER_RELAY_INBOUND": "maybe"},
+        {"ZCODER_RELAY_INBOUND": "HOLD"},
     ],
 )
 def test_bad_relay_setting_disables_only_the_relay(env: dict[str, str]) -> None:
@@ -114,6 +116,12 @@ def test_relay_settings_read() -> None:
     env = {"ZCODER_RELAY": "paused", "ZCODER_RELAY_DIR": "/tmp/x", "ZCODER_RELAY_IO_TIMEOUT": "0.5"}
     r = load_config(RawOptions(), env).relay
     assert (r.mode, r.dir, r.io_timeout) == ("paused", Path("/tmp/x"), 0.5)
+
+
+def test_inbound_policy_is_accept_unless_told_to_hold() -> None:
+    assert load_config(RawOptions(), {}).relay.inbound == "accept"
+    held = load_config(RawOptions(), {"ZCODER_RELAY_INBOUND": "hold"})
+    assert held.relay.inbound == "hold" and held.relay.mode == "on"
 
 
 @pytest.mark.parametrize(
@@ -263,3 +271,32 @@ def test_the_approval_guard_is_milliseconds_from_the_environment(tmp_path: Path)
         assert str(info.value) == (
             f"ZCODER_APPROVAL_GUARD_MS: {bad!r} is not a whole number from 0 to 10000"
         )
+
+
+# -- the agent name (issue 9 item 7) ----------------------------------------------------
+
+
+def test_the_agent_name_comes_from_the_flag_over_the_environment(tmp_path: Path) -> None:
+    assert _load(tmp_path).agent_name == ""  # the workspace's name is used
+    assert _load(tmp_path, {"ZCODER_AGENT_NAME": "env-name"}).agent_name == "env-name"
+    named = _load(tmp_path, {"ZCODER_AGENT_NAME": "env-name"}, agent_name="flag.name")
+    assert named.agent_name == "flag.name"
+
+
+@pytest.mark.parametrize(
+    ("env", "opts", "option"),
+    [
+        ({}, {"agent_name": "has space"}, "--agent-name"),
+        ({}, {"agent_name": "-dash"}, "--agent-name"),
+        ({"ZCODER_AGENT_NAME": "x" * 65}, {}, "ZCODER_AGENT_NAME"),
+        ({"ZCODER_AGENT_NAME": "bad\x1bname"}, {}, "ZCODER_AGENT_NAME"),
+    ],
+)
+def test_a_name_outside_the_grammar_is_refused_naming_its_source(
+    tmp_path: Path, env: dict[str, str], opts: dict[str, str], option: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        _load(tmp_path, env, **opts)
+    text = str(info.value)
+    assert text.startswith(f"{option}: ") and "is not an agent name: use 1 to 64" in text
+    assert "\x1b" not in text and "\n" not in text

@@ -19,7 +19,9 @@ Answer = Literal["y", "a", "n"]
 
 @attrs.frozen
 class ApprovalRequest:
-    """One question. ``kind`` is ``command`` (run_command) or ``send`` (send_agent_message).
+    """One question. ``kind`` is ``command`` (run_command), ``send`` (send_agent_message) or
+    ``write`` (a relayed turn's write to an instruction or control file; ``text`` says which
+    files and why, one per line).
 
     ``choices`` lists the answers the policy allows here: ``("y", "a", "n")`` for a command
     in the coding profile, ``("y", "n")`` in sysadmin and for sends. ``a_grants`` says what
@@ -29,7 +31,7 @@ class ApprovalRequest:
     turn (``weekly-digest (pid 42302)``), empty in a local turn.
     """
 
-    kind: Literal["command", "send"]
+    kind: Literal["command", "send", "write"]
     text: str
     choices: tuple[Answer, ...]
     origin: Origin = "user"

@@ -38,7 +38,7 @@ environment:
   ZCODER_RELAY_MAX_MESSAGE_CHARS, ZCODER_RELAY_MAX_QUEUE, ZCODER_RELAY_IO_TIMEOUT,
   ZCODER_TEMPERATURE, ZCODER_MAX_OUTPUT_TOKENS, ZCODER_FIRST_TOKEN_TIMEOUT (s, default 300),
   ZCODER_STALL_TIMEOUT (s, default 60), ZCODER_TEXT_TOOL_CALLS (on|off),
-  ZCODER_APPROVAL_GUARD_MS (default 300).
+  ZCODER_APPROVAL_GUARD_MS (default 300), ZCODER_AGENT_NAME.
   Flags override the environment.
 """
 
@@ -96,6 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not run tool calls the model printed as text",
     )
+    a(
+        "--agent-name",
+        metavar="NAME",
+        help="the label other instances see and /send @NAME uses (ZCODER_AGENT_NAME; "
+        "default: the workspace's name)",
+    )
     a("--version", action="version", version=f"zcoder {__version__}")
     return p
 
@@ -129,6 +135,7 @@ def _raw_options(ns: argparse.Namespace) -> RawOptions:
         max_output_tokens=ns.max_output_tokens,
         no_text_tool_calls=ns.no_text_tool_calls,
         api=ns.api,
+        agent_name=ns.agent_name,
     )
 
 

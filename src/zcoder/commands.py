@@ -28,8 +28,9 @@ class Command:
 
     ``idle_only``: refused while a turn runs. ``args_idle_only``: the bare command may run
     during a turn (it only shows something) but the form with arguments changes state.
-    ``arg_kind`` names what the argument completes to (``models``, ``sessions`` or a fixed
-    ``choices`` list).
+    ``arg_kind`` names what the argument completes to (``models``, ``sessions``,
+    ``agents``: the live peers' ``@labels``, or a fixed ``choices`` list). ``multiline``: its
+    argument may span lines (``/send``'s text); every other command is one line.
     """
 
     name: str
@@ -39,6 +40,7 @@ class Command:
     args_idle_only: bool = False
     arg_kind: str = ""
     choices: tuple[str, ...] = ()
+    multiline: bool = False
 
     def arg_problem(self, args: str) -> str:
         """Why ``args`` cannot go with this command (``""`` when they can): a command that
@@ -71,11 +73,19 @@ COMMANDS: tuple[Command, ...] = (
     Command("list-agents", "/list-agents", "list the other zcoder instances on this machine"),
     Command(
         "agents",
-        "/agents [pause|resume|sent|cancel ID]",
-        "show the relay state, pause/resume taking relayed work, list sent messages, "
-        "or withdraw one",
+        "/agents [pause|resume|hold|accept|inbox|approve N|deny N|sent|cancel ID]",
+        "show the relay state; pause/resume taking relayed work; hold/accept: let relayed "
+        "messages wait for you or run; inbox: list those waiting; approve/deny one; sent: "
+        "the messages you sent; cancel: withdraw one",
         arg_kind="choices",
-        choices=("pause", "resume", "sent", "cancel"),
+        choices=("pause", "resume", "hold", "accept", "inbox", "approve", "deny", "sent", "cancel"),
+    ),
+    Command(
+        "send",
+        "/send TARGET TEXT",
+        "send TEXT to another instance (@label or exact id) without the model",
+        arg_kind="agents",
+        multiline=True,
     ),
     Command("quit", "/quit", "save the session and exit"),
 )
@@ -94,16 +104,23 @@ def find(name: str) -> Command | None:
 def parse(text: str) -> ParsedCommand | None:
     """``/name args`` for a known command, else ``None`` (the text goes to the model)."""
     stripped = text.strip()
-    if not stripped.startswith("/") or "\n" in stripped:
+    if not stripped.startswith("/"):
         return None
-    name, _, args = stripped[1:].partition(" ")
+    first, newline, rest = stripped[1:].partition("\n")
+    name, _, args = first.partition(" ")
     command = find(name)
-    if command is None:
+    if command is None or (newline and not command.multiline):
         return None
-    return ParsedCommand(command, args.strip())
+    return ParsedCommand(command, (args + newline + rest).strip())
 
 
-def complete(text: str, *, models: Sequence[str] = (), sessions: Sequence[str] = ()) -> list[str]:
+def complete(
+    text: str,
+    *,
+    models: Sequence[str] = (),
+    sessions: Sequence[str] = (),
+    agents: Sequence[str] = (),
+) -> list[str]:
     """Completions for the input ``text`` (cursor at its end): whole replacement strings.
 
     ``/mo`` -> ``["/model"]``; ``/model q`` -> ``["/model qwen3:8b", ...]`` from ``models``.
@@ -116,9 +133,8 @@ def complete(text: str, *, models: Sequence[str] = (), sessions: Sequence[str] =
     command = find(head)
     if command is None or " " in arg:
         return []
-    pool: Sequence[str] = {"models": models, "sessions": sessions, "choices": command.choices}.get(
-        command.arg_kind, ()
-    )
+    pools = {"models": models, "sessions": sessions, "agents": agents, "choices": command.choices}
+    pool: Sequence[str] = pools.get(command.arg_kind, ())
     return [f"/{command.name} {p}" for p in pool if p.startswith(arg)]
 
 

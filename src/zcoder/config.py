@@ -29,14 +29,24 @@ from zcoder.relay.limits import (
     MAX_MESSAGE_CHARS_RANGE,
     MAX_QUEUE_RANGE,
 )
+from zcoder.relay.names import agent_name_problem
+from zcoder.relay.settings import (
+    INBOUND_MODES,
+    RELAY_MODES,
+    InboundMode,
+    RelayMode,
+    RelaySettings,
+)
 
 __all__ = [
     "APIS",
     "DEFAULT_HOST",
     "DEFAULT_MODEL",
+    "INBOUND_MODES",
     "Api",
     "CommandPolicy",
     "Config",
+    "InboundMode",
     "Profile",
     "RawOptions",
     "RelayMode",
@@ -49,11 +59,9 @@ __all__ = [
 
 Profile = Literal["coding", "sysadmin"]
 CommandPolicy = Literal["ask", "allow", "deny"]
-RelayMode = Literal["on", "off", "paused"]
 
 PROFILES: tuple[Profile, ...] = ("coding", "sysadmin")
 POLICIES: tuple[CommandPolicy, ...] = ("ask", "allow", "deny")
-RELAY_MODES: tuple[RelayMode, ...] = ("on", "off", "paused")
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
 DEFAULT_FIRST_TOKEN_TIMEOUT = 300.0
 DEFAULT_STALL_TIMEOUT = 60.0
@@ -63,18 +71,6 @@ APIS: tuple[Api, ...] = ("ollama", "openai")
 _HOST_RE = re.compile(
     r"^(?:(https?)://)?([A-Za-z0-9._-]*|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?(/[^\s?#]*)?$"
 )
-
-
-@attrs.frozen
-class RelaySettings:
-    """The relay spec's configuration table."""
-
-    mode: RelayMode = "on"
-    dir: Path | None = None
-    max_bytes: int = DEFAULT_MAX_BYTES
-    max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS
-    max_queue: int = DEFAULT_MAX_QUEUE
-    io_timeout: float = DEFAULT_IO_TIMEOUT
 
 
 @attrs.frozen
@@ -98,6 +94,7 @@ class RawOptions:
     max_output_tokens: str | None = None
     no_text_tool_calls: bool = False
     api: str | None = None
+    agent_name: str | None = None
 
 
 @attrs.frozen
@@ -116,7 +113,7 @@ class Config:
     context_window: int | None = None
     debug_log: Path | None = None
     prompt: str | None = None
-    relay: RelaySettings = RelaySettings()
+    relay: RelaySettings = attrs.field(factory=RelaySettings)
     relay_problem: str = ""
     # ``-m`` given on this command line: it then wins over a resumed session's own model
     # (the environment and the default do not).
@@ -145,6 +142,9 @@ class Config:
     # Seconds an approval question must be on screen, and the user must have paused,
     # before a key approves it (ZCODER_APPROVAL_GUARD_MS); denying is never held back.
     approval_guard: float = DEFAULT_APPROVAL_GUARD_MS / 1000
+    # The relay label other instances see (the manifest's ``project``): --agent-name or
+    # ZCODER_AGENT_NAME; "" means the workspace's basename.
+    agent_name: str = ""
 
 
 def normalize_host(value: str) -> str:
@@ -211,8 +211,13 @@ def relay_settings_from_env(env: Mapping[str, str]) -> RelaySettings:
             "ZCODER_RELAY_IO_TIMEOUT",
             f"{timeout_raw!r} is not a number of seconds from {low:g} to {high:g}",
         )
+    inbound = cast(
+        InboundMode,
+        _choice("ZCODER_RELAY_INBOUND", env.get("ZCODER_RELAY_INBOUND", "accept"), INBOUND_MODES),
+    )
     return RelaySettings(
         mode=mode,
+        inbound=inbound,
         dir=Path(raw_dir) if raw_dir else None,
         max_bytes=_limit(env, "ZCODER_RELAY_MAX_BYTES", DEFAULT_MAX_BYTES, MAX_BYTES_RANGE),
         max_message_chars=_limit(
@@ -358,6 +363,18 @@ def _approval_guard(env: Mapping[str, str]) -> float:
     return _int("ZCODER_APPROVAL_GUARD_MS", raw, 0, 10_000) / 1000
 
 
+def _agent_name(opts: RawOptions, env: Mapping[str, str]) -> str:
+    # Refused at start, not failed closed like the relay settings: the user asked to be
+    # known by this name, and running under another would mislead the senders.
+    raw, name = _setting(opts.agent_name, "--agent-name", env, "ZCODER_AGENT_NAME")
+    if raw is None:
+        return ""
+    problem = agent_name_problem(raw)
+    if problem:
+        raise ConfigError(name, problem)
+    return raw
+
+
 def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
     """Merge flags over environment over defaults, validating every value; an error names
     the flag or the environment variable the bad value came from."""
@@ -394,4 +411,5 @@ def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
         autodetect=raw_host is None,
         model_default=not (opts.model or env.get("ZCODER_MODEL")),
         approval_guard=_approval_guard(env),
+        agent_name=_agent_name(opts, env),
     )

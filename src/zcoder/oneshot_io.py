@@ -134,6 +134,8 @@ def approval_prompt(request: ApprovalRequest) -> str:
     who = "A relayed task asks to" if request.origin == "relay" else "The model wants to"
     if request.kind == "send":
         head = f"{who} send a message to zcoder instance {escape_controls(request.target)}:"
+    elif request.kind == "write":
+        head = f"{who} write an instruction or control file:"
     else:
         head = f"{who} run a command in {escape_controls(request.cwd)}:"
     body = "\n".join(f"    {escape_controls(line)}" for line in request.text.split("\n"))

@@ -9,11 +9,19 @@ asks with ``y``/``n`` (``--yes`` never reaches here: config refuses it); in codi
 runs, a relayed turn asks with ``y``/``a``/``n`` where ``a`` approves that one command (an
 earlier ``a`` does not apply, and this one grants nothing), and a local turn runs when an
 earlier ``a`` granted the rest of the conversation, else asks ``y``/``a``/``n``.
+
+``control_file`` is the rule for a relayed turn's file writes: a write to an instruction or
+control file (any ``AGENTS.md``, anything under a ``.git`` directory, anything under zcoder's
+own home) asks the local user first, whatever the command policy (``--yes`` included): what
+another instance's model asked for must not rewrite this instance's instructions, history
+or configuration unseen.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+from collections.abc import Sequence
+from pathlib import Path, PurePath
 from typing import Literal
 
 import attrs
@@ -27,6 +35,7 @@ __all__ = [
     "DENIED_BY_POLICY",
     "CommandVerdict",
     "apply_answer",
+    "control_file",
     "decide_command",
     "denial_text",
     "guard_command",
@@ -99,3 +108,26 @@ def apply_answer(answer: Answer, *, origin: Origin, profile: Profile) -> tuple[b
 def denial_text(command: str) -> str:
     """The tool result the model gets when the user says no."""
     return f"user denied command: {command}"
+
+
+def _inside(path: PurePath, root: PurePath) -> bool:
+    return path == root or root in path.parents
+
+
+def control_file(
+    shown: str, forms: Sequence[PurePath], *, workspace: PurePath, home: PurePath
+) -> str:
+    """Why a write to ``shown`` needs the user's yes in a relayed turn (``""``: it does
+    not). ``forms`` are the absolute forms of the target to judge: its lexical form and,
+    from the caller's I/O edge, where its symlinks lead; any form that is a control file
+    makes it one. The AGENTS.md chain is judged by name at any depth (a subdirectory's
+    file joins the chain once the workspace moves there)."""
+    for form in forms:
+        path = PurePath(os.path.normpath(workspace / form))
+        if ".git" in path.parts:
+            return f"{shown} is part of a git repository's own data (.git)"
+        if path.name == "AGENTS.md":
+            return f"{shown} holds project instructions (the AGENTS.md chain)"
+        if _inside(path, home):
+            return f"{shown} is zcoder's own configuration ({home})"
+    return ""

@@ -1,5 +1,6 @@
-"""No import cycle among the agent's modules, counting imports under ``TYPE_CHECKING`` too:
-a cycle hidden from the runtime is still two modules that cannot be read one at a time."""
+"""No import cycle among the modules of ``zcoder`` (the agent's, where the last one was, and
+the whole package), counting imports under ``TYPE_CHECKING`` too: a cycle hidden from the
+runtime is still two modules that cannot be read one at a time."""
 
 from __future__ import annotations
 
@@ -67,6 +68,12 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_agent_package_has_no_import_cycle() -> None:
     assert cycles(import_graph("zcoder.agent")) == []
+
+
+def test_zcoder_has_no_import_cycle() -> None:
+    graph = import_graph("zcoder")
+    assert "zcoder.app.relay" in graph and "zcoder.relay.changes" in graph["zcoder.relay.spool"]
+    assert cycles(graph) == []
 
 
 def test_the_check_sees_a_cycle_hidden_under_type_checking(tmp_path: Path) -> None:

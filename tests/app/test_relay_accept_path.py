@@ -1,10 +1,15 @@
-"""The listener's call stack ends at the spool (issue 8 item 1): an accepted enqueue sets the
-relay's change flag and touches nothing else: not the agent, not the UI, not the status bar.
-The worker learns of it by awaiting ``wait_relay_change``."""
+"""The listener's call stack ends in the relay package (issue 8 item 1): an accepted enqueue
+notes a change in the spool's one wait and runs nothing the app supplied: not the agent,
+not the UI, not the status bar, no callback of ``app/``. The worker learns of it by
+awaiting ``wait_relay_change``."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -12,8 +17,41 @@ import trio
 
 from tests.app.test_relay_app import send, start
 
+_OUTSIDE_THE_RELAY = ("zcoder.app", "zcoder.ui", "zcoder.agent", "zcoder.tools", "tests")
 
-async def test_an_accepted_enqueue_calls_nothing_but_the_spool(
+
+def _in_listener(frame: FrameType | None) -> bool:
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "handle_connection" and frame.f_globals.get("__name__") == (
+            "zcoder.relay.listener"
+        ):
+            return True
+        frame = frame.f_back
+    return False
+
+
+@contextmanager
+def calls_from_the_listener() -> Iterator[list[str]]:
+    """Every Python function outside the relay package called from a frame whose stack
+    goes back to ``Listener.handle_connection``, while the block runs."""
+    called: list[str] = []
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event != "call":
+            return
+        module = str(frame.f_globals.get("__name__", ""))
+        if module.startswith(_OUTSIDE_THE_RELAY) and _in_listener(frame):
+            called.append(f"{module}.{frame.f_code.co_qualname}")
+
+    sys.setprofile(profile)
+    try:
+        yield called
+    finally:
+        sys.setprofile(None)
+
+
+async def test_an_accepted_enqueue_runs_nothing_of_the_app(
     short_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with trio.open_nursery() as nursery:
@@ -29,12 +67,33 @@ async def test_an_accepted_enqueue_calls_nothing_but_the_spool(
         monkeypatch.setattr(b.backend.agent, "set_toolbox", record("agent.set_toolbox"))
         monkeypatch.setattr(b.sink, "emit", record("sink.emit"))
         monkeypatch.setattr(b.backend, "sync_relay", record("sync_relay"))
-        # No public seam: the tools offer the old change chain ran on every enqueue.
-        monkeypatch.setattr(b.backend.relay, "_on_tools", record("relay tools offered"))
-        assert await send(a, b, "do it") == "accepted"
-        assert touched == []
+        with calls_from_the_listener() as called:
+            assert await send(a, b, "do it") == "accepted"
+        assert called == [] and touched == []
         assert b.backend.relay_status() == ("on", 1)  # stored: the spool knows
         with trio.fail_after(1):  # and the worker would be woken
             await b.backend.wait_relay_change()
         assert touched == []
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_check_sees_an_app_callable_run_by_the_listener(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The old shape: the spool calls back up into the app on every accepted enqueue.
+    async with trio.open_nursery() as nursery:
+        a = await start(nursery, short_tmp, "alpha")
+        b = await start(nursery, short_tmp, "beta", follow=False)
+        spool = b.backend.relay.service.spool if b.backend.relay.service else None
+        assert spool is not None
+        note = spool.changes.note
+
+        def chained() -> None:
+            note()
+            b.backend.relay_waiting()  # an app callable, in the listener's stack
+
+        monkeypatch.setattr(spool.changes, "note", chained)
+        with calls_from_the_listener() as called:
+            assert await send(a, b, "do it") == "accepted"
+        assert "zcoder.app.backend.AgentBackend.relay_waiting" in called
         nursery.cancel_scope.cancel()

@@ -16,6 +16,7 @@ from tests.agent.doubles import HANG, call, text, tools
 from tests.app.test_relay_app import Instance, pair, send, start
 from tests.relay.zsh_peer import ZshPeer
 from zcoder.app.receipts import COMMANDS_NOTE
+from zcoder.config import RelaySettings
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError
 from zcoder.live import Entry, LiveEvent
@@ -136,6 +137,25 @@ async def test_cancel_withdraws_a_queued_message_and_is_too_late_for_a_running_o
             b.backend.cancel_turn()
         withdrawn = [e for e in b.sink.entries() if "withdrawn by its sender" in e.text]
         assert len(withdrawn) == 1
+
+
+async def test_a_held_then_denied_message_is_reported_to_its_sender(short_tmp: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        a = await start(nursery, short_tmp, "alpha")
+        settings = RelaySettings(dir=short_tmp / "agents", inbound="hold")
+        b = await start(nursery, short_tmp, "beta", relay=settings)
+        assert await send(a, b, "please wait") == "accepted"
+        mid = only_id(a)
+        await reported(a, mid, "held")
+        assert (
+            receipts(a)[-1]
+            .meta["headline"]
+            .endswith("holds your message for its user: this instance holds relayed messages")
+        )
+        b.backend.relay_control("deny 1")
+        await reported(a, mid, "denied")
+        assert state_of(a, mid) == "denied"
+        nursery.cancel_scope.cancel()
 
 
 def _receipt(sender: Instance, target: Instance, message_id: str, state: str) -> Receipt:

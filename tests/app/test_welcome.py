@@ -34,6 +34,7 @@ def welcome(width: int, events: list[TranscriptEvent], **config: Any) -> str:
         "profile": "coding",
         "resume": "",
         "relay_problem": "",
+        "agent_name": "",
     }
     settings.update(config)
     backend = SimpleNamespace(
@@ -52,6 +53,11 @@ def test_start_up_names_model_host_workspace_profile_and_session() -> None:
         "1796_01 (new)",
         "Type a message · /help for commands · Esc stops a turn · Ctrl-D quits",
     ]
+
+
+def test_an_agent_name_is_in_the_welcome_line() -> None:
+    second = welcome(200, [], agent_name="reviewer").splitlines()[1]
+    assert second.endswith("session 1796_01 (new) · agent name reviewer")
 
 
 def test_start_up_lines_wrap_at_words_in_a_narrow_terminal() -> None:

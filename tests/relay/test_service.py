@@ -129,26 +129,35 @@ async def test_cleanup_is_idempotent_and_leaves_what_is_not_ours(short_tmp: Path
     assert relay_dir.is_dir()
 
 
-async def test_enqueue_end_to_end_and_on_change(short_tmp: Path) -> None:
+async def test_enqueue_end_to_end_and_the_change_wait(short_tmp: Path) -> None:
     relay_dir = short_tmp / "agents"
     svc = make_service(short_tmp)
     seen: list[tuple[bool, int]] = []
-    svc.on_change(lambda: seen.append((svc.status().available, svc.status().queued)))
+
+    async def watch() -> None:  # as the app does: await the one wait, look again
+        count = 0
+        while True:
+            count = await svc.changes.wait(count)
+            seen.append((svc.status().available, svc.status().queued))
+
     async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch)
         await nursery.start(svc.run)
+        await trio.testing.wait_all_tasks_blocked()
         assert seen[-1] == (True, 0)
         me = register_sender(relay_dir)
         iid = svc.status().instance_id
         env = make_enqueue(f"{me.instance_id}-1", target=iid, sender=me.instance_id, body="hi")
         ack = await client.send(relay_dir / f"a-{iid}.sock", env, io_timeout=2)
         assert (ack.status, ack.queue_position) == ("accepted", 1)
+        await trio.testing.wait_all_tasks_blocked()
         assert seen[-1] == (True, 1) and svc.status().queued == 1
         assert svc.spool is not None
         claimed = svc.spool.claim()
         assert claimed is not None and claimed.envelope == env
         assert claimed.verified  # SO_PEERCRED: the connecting pid is the sender pid
         nursery.cancel_scope.cancel()
-    assert seen[-1] == (False, 0)
+    assert (svc.status().available, svc.status().queued) == (False, 0)
     assert svc.spool is None
 
 
@@ -358,19 +367,18 @@ async def test_an_enqueue_received_from_an_unsafe_relay_dir_is_refused(short_tmp
 
 async def test_fail_is_told_once_and_the_first_reason_wins(short_tmp: Path) -> None:
     svc = make_service(short_tmp)
-    changes: list[str] = []
-    svc.on_change(lambda: changes.append(svc.problem))
     async with trio.open_nursery() as nursery:
         await nursery.start(svc.run)
         svc.fail("first")
+        told = svc.changes.count
         svc.fail("second")
+        assert svc.changes.count == told  # nothing new to tell
         await trio.testing.wait_all_tasks_blocked()
         assert svc.problem == "first" and svc.status().reason == "first"
         with pytest.raises(RelayUnavailable, match=r"^first$"):
             svc.check_dir()
         svc.pause()  # harmless once failed
         nursery.cancel_scope.cancel()
-    assert "second" not in changes
 
 
 async def test_the_watch_tells_a_storage_fault_once(

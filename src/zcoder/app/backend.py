@@ -20,8 +20,11 @@ from zcoder.agent.agent import Agent, RelaySender, TurnRequest
 from zcoder.agent.model import ModelClient
 from zcoder.agent.rounds import describe_model_error
 from zcoder.agent.servers import missing_model_fix
+from zcoder.app.inbox import INBOX_ACTIONS, Inbox, ReceiptSink, read_waiting
 from zcoder.app.receipts import ChangeRecorder, final_state
-from zcoder.app.relay import RelayLink, SendLabels
+from zcoder.app.relay import RelayLink
+from zcoder.app.relay_labels import SendLabels
+from zcoder.app.relay_send import PeerRefresh, send_command
 from zcoder.app.relay_sent import cancel_sent, farewell
 from zcoder.app.relay_unrun import sender_label
 from zcoder.app.worker import RelayTurn
@@ -30,17 +33,24 @@ from zcoder.config import Config
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError, ModelError, SessionError, ZcoderError
 from zcoder.live import Entry, LiveEvent, ToolUpdate, TurnSink
+from zcoder.relay.envelope import Limits
 from zcoder.relay.spool import Claimed
+from zcoder.relay.targets import target_completions
 from zcoder.session import Session, SessionStore, SessionSummary
 from zcoder.tools.base import Tool
 from zcoder.tools.registry import Toolbox, core_tools
 from zcoder.tools.relay_tools import SEND_AGENT_MESSAGE
+from zcoder.ui.agents_text import agents_lines
 from zcoder.ui.backend import SessionRow, Unrun
 
 __all__ = ["AgentBackend"]
 
 _log = logging.getLogger(__name__)
 _CHECK_SECONDS = 5.0
+_INBOX_HELP = [
+    "/agents hold    hold every new relayed message for you; /agents accept undoes it",
+    "/agents inbox   list waiting messages; /agents approve N runs one, /agents deny N drops it",
+]
 
 
 class _SendCardLabels:
@@ -91,6 +101,7 @@ class AgentBackend:
         *,
         approver: Approver,
         sink: TurnSink,
+        receipts: ReceiptSink | None = None,
     ) -> None:
         self._config = config
         self._store = store
@@ -101,6 +112,12 @@ class AgentBackend:
         self.relay = RelayLink(
             config, runtime_dir, self._offer_relay_tools, on_entry=self._record_entry
         )
+        self.peer_refresh = PeerRefresh(self.relay.discover)
+        # Which waiting messages wait for the user (the inbound policy, the exchange bound).
+        self.inbox = Inbox(
+            config.relay.inbound, receipts if receipts is not None else self.relay.receipts
+        )
+        self.relay.on_sent = self.inbox.exchanges.add
         self._sink = sink
         self._changes = ChangeRecorder(_SendCardLabels(sink, self.relay.card_label))
         # A relayed turn could not reach the model: relayed messages wait (local prompts
@@ -147,6 +164,7 @@ class AgentBackend:
         return list(self._session.events)
 
     async def run_turn(self, text: str) -> str:
+        self.inbox.exchanges.local_turn()  # the user is in the loop again
         self.relay.refresh(state="busy")
         try:
             outcome = await self.agent.run_turn(TurnRequest("user", text))
@@ -250,9 +268,21 @@ class AgentBackend:
         """Offer the relay tools as the relay now allows; show its new problem lines."""
         for line in self.relay.sync():
             self._show(TranscriptEvent(role="error", text=line))
+        self._observe_inbox()
+
+    def _observe_inbox(self) -> None:
+        """Mark the newly waiting messages held or not; show each new hold once."""
+        spool = self.relay.service.spool if self.relay.service is not None else None
+        settings = self._config.relay
+        limits = Limits(max_bytes=settings.max_bytes, max_message_chars=settings.max_message_chars)
+        for notice in self.inbox.observe(read_waiting(spool, limits)):
+            self._show(TranscriptEvent(role="system", text=notice))
 
     def relay_waiting(self) -> bool:
-        return self.relay.waiting() and not self._model_down
+        if not self.relay.waiting() or self._model_down:
+            return False
+        self._observe_inbox()  # a message stored since the last sync is decided first
+        return self.inbox.runnable()
 
     def relay_waits_for_model(self) -> bool:
         return self._model_down and self.relay.status()[1] > 0
@@ -268,7 +298,8 @@ class AgentBackend:
     def claim_relay(self) -> RelayTurn | None:
         """Claim the oldest waiting relayed message (showing the quarantine reports); the
         turn to run it, or ``None`` when another claimer was faster or the claim failed."""
-        claimed, problems = self.relay.claim()
+        self._observe_inbox()
+        claimed, problems = self.relay.claim(self.inbox.skip())
         for problem in problems:  # shown, never given to the model
             self._show(TranscriptEvent(role="error", text=problem))
         if claimed is None:
@@ -281,6 +312,7 @@ class AgentBackend:
         nothing of it ran: it goes back first in the queue and waits for the model
         (``relay_waits_for_model``)."""
         self.relay.refresh(state="busy")
+        self.inbox.exchanges.add(claimed.envelope.sender_instance_id)
         unreached = reached = False
         self.relay.receipts.send(claimed.envelope, "started")
         self._changes.start()
@@ -320,7 +352,38 @@ class AgentBackend:
         return await self.relay.list_lines()
 
     def relay_control(self, action: str) -> list[str]:
-        return self.relay.control(action)
+        """``/agents`` and its actions; the lines to show."""
+        verb, _, arg = action.partition(" ")
+        if verb in INBOX_ACTIONS:
+            return self._inbox_control(verb, arg.strip())
+        lines = agents_lines(action, self.relay.control(action))
+        return [*lines, *_INBOX_HELP] if not action and len(lines) > 1 else lines
+
+    def _inbox_control(self, verb: str, arg: str) -> list[str]:
+        if verb in ("hold", "accept", "inbox") and arg:
+            raise CommandError(f"/agents {verb} takes no argument")
+        self._observe_inbox()
+        if verb == "inbox":
+            return self.inbox.lines()
+        if verb in ("hold", "accept"):
+            return self.inbox.set_mode(verb)
+        if verb == "approve":
+            return self.inbox.approve(arg)
+        waiting = self.inbox.deny(arg)
+        if not self.relay.discard(waiting.message_id):
+            raise CommandError(f"relayed message {arg} could not be removed: it no longer waits")
+        self.inbox.denied(waiting)
+        return [f"Relayed message {arg} from {waiting.sender} denied: removed without running."]
+
+    async def send_message(self, args: str) -> None:
+        """``/send TARGET TEXT``: deliver it now (no turn) and show and keep its card."""
+        event = await send_command(self.relay, args)
+        self.agent.session.events.append(event)
+        self._show(event)
+
+    def send_targets(self) -> list[str]:
+        """What Tab offers after ``/send ``: from the last discovery, no I/O."""
+        return target_completions(self.relay.known_peers())
 
     def relay_sent(self) -> list[str]:
         """``/agents sent``: the messages this instance sent, with their latest state."""

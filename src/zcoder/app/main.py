@@ -18,6 +18,7 @@ import math
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ from zcoder.ui.history import PromptHistory
 from zcoder.ui.render import render_event
 from zcoder.ui.status import Status
 from zcoder.ui.terminal import Terminal
-from zcoder.ui.text import one_line, shorten, visible, visible_text
+from zcoder.ui.text import model_label, one_line, shorten, visible, visible_text
 from zcoder.ui.wrap import wrap_fragments
 
 __all__ = ["run_app"]
@@ -191,7 +192,7 @@ async def _trio_main(
         post=lambda event: token.run_sync_soon(keys_send.send_nowait, event),
         schedule=token.run_sync_soon,
         # ``backend`` is bound below, before the app runs (nothing completes until then).
-        complete=lambda text: _completions(backend, text),
+        complete=lambda text: _completions(backend, text, token.run_sync_soon),
         history=PromptHistory(config.home / "history"),
         approval_guard=config.approval_guard,
     )
@@ -214,9 +215,18 @@ async def _trio_main(
             state.session_id, state.saved = backend.close()
 
 
-def _completions(backend: AgentBackend, text: str) -> list[str]:
+def _completions(
+    backend: AgentBackend, text: str, schedule: Callable[[Callable[[], None]], object]
+) -> list[str]:
     numbers = [str(n) for n in range(1, len(backend.session_ids) + 1)]
-    return complete(text, models=backend.models, sessions=[*numbers, *backend.session_ids])
+    if text.startswith("/send "):  # offer the last discovery now; refresh it for next Tab
+        schedule(backend.peer_refresh.ask)
+    return complete(
+        text,
+        models=backend.models,
+        sessions=[*numbers, *backend.session_ids],
+        agents=backend.send_targets(),
+    )
 
 
 async def _run_root(
@@ -240,6 +250,8 @@ async def _run_root(
         if problem:
             _log.warning("relay unavailable: %s", problem)
             controller.view.notice(f"Relay unavailable: {problem}")
+        root.start_soon(backend.peer_refresh.run)
+        backend.peer_refresh.ask()  # so that the first Tab after /send has peers to offer
         await root.start(worker.run)
         if state.pending:
             controller.request_exit(state.pending)
@@ -272,10 +284,12 @@ def _welcome(
     found = choice is not None and choice.found
     server = describe(config) if found else f"host {config.host}"
     lines = [
-        f"zcoder {__version__} · model {backend.model} · {server}",
+        f"zcoder {__version__} · model {model_label(backend.model)} · {server}",
         f"workspace {config.workspace} · profile {config.profile} · session "
         f"{backend.session_id}" + (" (resumed)" if config.resume else " (new)"),
     ]
+    if config.agent_name:  # what other instances list, and what their /send @NAME reaches
+        lines[1] += f" · agent name {config.agent_name}"
     if choice is not None and not choice.found:
         lines.append(choice.line)
     if config.relay_problem:

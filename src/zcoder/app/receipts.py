@@ -136,6 +136,13 @@ class Origin(Protocol):
 
 
 @attrs.frozen
+class _Named:
+    message_id: str
+    sender_instance_id: str
+    sender_pid: int
+
+
+@attrs.frozen
 class _Job:
     message: Origin
     receipt: Receipt
@@ -201,6 +208,19 @@ class ReceiptSender:
         self.stats.queued += 1
         self._pending += 1
         self._idle = trio.Event()
+
+    def report(self, message_id: str, state: str, detail: str) -> None:
+        """``send`` by message id alone (the inbox's ``ReceiptSink``: ``held``, ``denied``).
+        Exact: every accepted id begins with ``<pid>-<nonce>-`` of its sender, and a nonce
+        holds no dash. An id of another form is not reported."""
+        pid, _, rest = message_id.partition("-")
+        nonce, dash, _ = rest.partition("-")
+        if not (pid.isdigit() and nonce and dash):
+            return
+        try:
+            self.send(_Named(message_id, f"{pid}-{nonce}", int(pid)), state, detail)
+        except ValueError as exc:
+            _log.info("relay receipt for %s not sent: %s", message_id, exc)
 
     async def run(self) -> None:
         """Deliver the queued receipts, in order, until cancelled."""

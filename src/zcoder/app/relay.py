@@ -4,11 +4,12 @@ tools' handle, the status line and ``/agents``.
 ``RelayLink`` starts ``RelayService`` (unless ``ZCODER_RELAY=off`` or a relay setting is
 invalid) and translates it for the app. Only the foreground claims: one message at a time,
 and never while paused (accepted messages wait and run in FIFO order after ``resume``).
-Nothing here runs for the listener but ``_changed``, which only sets a flag: the worker
-awaits ``wait_for_change`` and then calls ``sync``, which offers the relay tools through
-``on_tools`` (both while the relay is available, none otherwise). ``SendLabels`` checks a
-send before its question (a fresh ping must find the exact target live) and names the
-target with what that ping reported about it.
+Nothing here runs for the listener: the spool and the service note each change in the
+relay's one ``Changes``, the worker awaits it (``wait_for_change``) and then calls ``sync``,
+which offers the relay tools through ``on_tools`` (both while the relay is available, none
+otherwise). This object is also the tools' ``RelayHandle`` (``discover``, ``deliver``) and
+names send targets (``label``, ``card_label``; ``relay_labels.SendLabels`` asks with them).
+What ``/agents`` shows is ``control``'s ``AgentsView``; the words are ``ui/agents_text.py``.
 
 Faults: ``sync`` returns each line to show the user, once: the relay's failure after its
 start (``Relay unavailable: <reason>``), quarantined spool entries, storage faults. Every
@@ -21,16 +22,16 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 
 import attrs
 import trio
 
 from zcoder.app.receipts import ReceiptSender
+from zcoder.app.relay_labels import TargetNames
 from zcoder.app.relay_outbox import RelayOutbox
 from zcoder.app.relay_unrun import read_unrun
-from zcoder.approval import Answer, ApprovalRequest, Approver
 from zcoder.config import Config
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError, RelayError, RelayUnavailable
@@ -42,24 +43,14 @@ from zcoder.relay.service import RelayService
 from zcoder.relay.spool import Claimed, Spool, SpoolFault
 from zcoder.tools.base import Tool
 from zcoder.tools.relay_tools import check_send, message_status_tool, relay_tools
+from zcoder.ui.agents_text import OFF_REASON, AgentsView, not_listed, unavailable_line
 from zcoder.ui.backend import Unrun
 from zcoder.visible import escape_controls
 
-__all__ = ["RelayLink", "SendLabels"]
+__all__ = ["RelayLink"]
 
 _log = logging.getLogger(__name__)
-OFF_REASON = "switched off by ZCODER_RELAY=off"
-_OFF_FIX = "unset it, or set ZCODER_RELAY=on, and restart zcoder to use it"
 _PROBLEM_PREFIX = "relay disabled: "  # how config.py words a bad relay setting
-_STATE_NOTES = {
-    "ready": "ready",
-    "busy": "busy: the message waits until its current turn ends",
-    "paused": "paused: it will refuse the message unless it is resumed first",
-}
-_CONTROL_HELP = (
-    "/agents pause   refuse new relayed messages; those already accepted wait",
-    "/agents resume  accept again, and run the waiting ones in order",
-)
 
 
 class RelayLink:
@@ -77,11 +68,11 @@ class RelayLink:
         self._on_tools = on_tools
         self.service: RelayService | None = None
         self._reason = _off_reason(config)
-        self._peers: dict[str, Peer] = {}
-        self._senders: dict[str, tuple[str, int, str]] = {}  # from relayed messages
+        self._names = TargetNames()
         self._running: Claimed | None = None
         self._claimed_from: Spool | None = None
-        self._change = trio.Event()
+        self._started = trio.Event()  # the service exists: its changes can be awaited
+        self._seen = 0  # the count of the service's changes at the last wake-up
         self._told = False  # the failure was shown
         # zcoder's extension: receipts to our senders, the outbox of what we sent.
         self.receipts = ReceiptSender(
@@ -96,6 +87,8 @@ class RelayLink:
             on_entry=on_entry,
         )
         self._tools = [*relay_tools(self), message_status_tool(self.outbox.status_text)]
+        # Told the target of each message a receiver accepted (the exchange count).
+        self.on_sent: Callable[[str], object] | None = None
 
     # -- start ----------------------------------------------------------------------------
 
@@ -111,32 +104,28 @@ class RelayLink:
             settings_problem="",
             runtime_dir=self._runtime_dir,
             env=os.environ,
-            project=config.workspace.name or str(config.workspace),
+            project=config.agent_name or config.workspace.name or str(config.workspace),
             workspace=config.workspace,
             profile=config.profile,
             model=model,
             session_id=session_id,
         )
         self.service = service
-        service.on_change(self._changed)
         service.set_extension(self.outbox.handle)
         nursery.start_soon(self.receipts.run)
+        self._started.set()
         await nursery.start(service.run)
         self._on_tools(self._tools if self.available else [])
-        self._changed()
         status = service.status()
         return "" if status.available else status.reason
 
-    def _changed(self) -> None:
-        # Called from the listener's accept loop (through the service and the spool): it
-        # only sets a flag. The worker awaits it (``wait_for_change``) and calls ``sync``.
-        self._change.set()
-
     async def wait_for_change(self) -> None:
         """Return once the relay changed (depth, pause, availability, a fault) since the
-        last return; at once if it already has. One waiter: the worker."""
-        await self._change.wait()
-        self._change = trio.Event()
+        last return; at once if it already has. One waiter: the worker. Before ``start``
+        (and for good when the relay is off) it waits for the start."""
+        await self._started.wait()
+        assert self.service is not None
+        self._seen = await self.service.changes.wait(self._seen)
 
     def sync(self) -> list[str]:
         """After a change: offer the relay tools exactly while the relay is available, and
@@ -149,7 +138,7 @@ class RelayLink:
         lines = service.take_problems()
         if service.problem and not self._told:
             self._told = True
-            lines.append(f"Relay unavailable: {service.problem}")
+            lines.append(unavailable_line(service.problem))
         return lines
 
     def _spool_call(self, action: str, call: Callable[[], object]) -> bool:
@@ -221,17 +210,17 @@ class RelayLink:
 
     # -- the worker's claims --------------------------------------------------------------
 
-    def claim(self) -> tuple[Claimed | None, list[str]]:
-        """The oldest waiting message (or ``None``), and quarantine reports to show (those
-        that ``sync`` has not already returned). A claim that fails makes the relay
-        fail and ends the claims: retrying would only fail again."""
+    def claim(self, skip: Container[str] = ()) -> tuple[Claimed | None, list[str]]:
+        """The oldest waiting message not in ``skip`` (held ones), or ``None``, and the
+        quarantine reports to show (those that ``sync`` has not already returned). A claim
+        that fails makes the relay fail and ends the claims: retrying would only fail again."""
         spool = self.service.spool if self.service is not None else None
         if spool is None or spool.paused or self._running is not None:
             return None, []
 
         def claim() -> None:
             try:
-                self._running = spool.claim()
+                self._running = spool.claim(skip)
             except SpoolFault as fault:
                 raise SpoolFault(str(fault), damaged=True) from None
 
@@ -239,14 +228,8 @@ class RelayLink:
         if not self._spool_call("claim a message", claim):
             self._running = None
         if self._running is not None:  # a reply's question can name its target
-            e = self._running.envelope
-            self._senders[e.sender_instance_id] = (
-                e.sender_project,
-                e.sender_pid,
-                e.sender_workspace,
-            )
+            self._names.remember_sender(self._running.envelope)
         problems = spool.take_problems()
-        self._changed()  # the claimed message is running now, not waiting
         return self._running, problems
 
     def complete(self, claimed: Claimed) -> str:
@@ -257,8 +240,25 @@ class RelayLink:
         spool, self._claimed_from = self._claimed_from, None
         if spool is not None:
             self._spool_call("settle a message", lambda: spool.complete(claimed))
-        self._changed()
         return ""
+
+    def discard(self, message_id: str) -> bool:
+        """Settle a waiting message without running it (a held message the user denied):
+        claimed and settled at once, so a retry of it stays a duplicate. ``False`` when it
+        no longer waits (it ran, or it is gone) or the spool refused (a fault, handed on)."""
+        spool = self.service.spool if self.service is not None else None
+        if spool is None or self._running is not None:
+            return False
+        found: list[Claimed] = []
+
+        def take() -> None:
+            claimed = spool.claim(_AllBut(message_id))
+            if claimed is not None:
+                found.append(claimed)
+                spool.complete(claimed)
+
+        self._spool_call("remove a message", take)  # the spool notes the change itself
+        return bool(found)
 
     def release(self, claimed: Claimed) -> str:
         """Put back, first in the queue, a message whose turn never reached the model (so
@@ -273,8 +273,6 @@ class RelayLink:
             _log.warning("relay: %s", exc)
             settled = self.complete(claimed)
             return f"{exc}; it was dropped" + (f" ({settled})" if settled else "")
-        finally:
-            self._changed()
         return ""
 
     def unrun(self) -> list[Unrun]:
@@ -286,8 +284,10 @@ class RelayLink:
 
     # -- /agents and /list-agents ---------------------------------------------------------
 
-    def control(self, action: str) -> list[str]:
-        """``""`` shows the state, ``pause``/``resume`` switch; the lines to show."""
+    def control(self, action: str) -> AgentsView:
+        """``""`` only reports, ``pause``/``resume`` switch; what the relay is afterwards
+        (``ui.agents_text.agents_lines`` words it). ``ZcoderError`` for an unknown action
+        or a switch while the relay is not running."""
         if action not in ("", "pause", "resume"):
             raise CommandError(f"unknown /agents action {action!r}: use pause or resume")
         service = self.service
@@ -295,37 +295,30 @@ class RelayLink:
             raise RelayUnavailable(f"the relay is not running in this instance: {self.reason}")
         if service is not None and action == "pause":
             service.pause()
-            return ["Relay paused: new relayed messages are refused; accepted ones wait."]
         if service is not None and action == "resume":
             service.resume()
-            return ["Relay resumed: accepting relayed messages again."]
-        return self._describe()
+        return self._view()
 
-    def _describe(self) -> list[str]:
+    def _view(self) -> AgentsView:
         state, waiting = self.status()
         service = self.service
-        if state == "off":
-            return [f"Relay off: {self.reason}; {self._off_fix()}."]
-        if service is None or state == "unavailable":
-            return [f"Relay unavailable: {self.reason}"]
-        status = service.status()
-        running = " (1 running)" if self._running is not None else ""
-        return [
-            f"Relay {state} · instance {status.instance_id} · pid {os.getpid()}",
-            f"socket dir {service.relay_dir}",
-            f"{waiting} waiting{running}",
-            *_CONTROL_HELP,
-        ]
-
-    def _off_fix(self) -> str:
-        return "fix it and restart zcoder" if self._config.relay_problem else _OFF_FIX
+        if service is None or state in ("off", "unavailable"):
+            return AgentsView(state, self.reason, bad_setting=bool(self._config.relay_problem))
+        return AgentsView(
+            state,
+            instance_id=service.status().instance_id,
+            pid=os.getpid(),
+            relay_dir=service.relay_dir,
+            waiting=waiting,
+            running=self._running is not None,
+        )
 
     async def list_lines(self) -> list[str]:
         """``/list-agents``: the peer table's lines, or one line (a notice): the no-peers
         sentence, or that the relay is off here by configuration and why. ``ZcoderError``
         when the relay should run but cannot."""
         if self.off:
-            return [f"The relay is off in this instance ({self.reason}): no instances listed."]
+            return [not_listed(self.reason)]
         try:
             peers = await self.discover()
         except RelayError as exc:
@@ -348,8 +341,12 @@ class RelayLink:
         if self.service is None:
             raise RelayUnavailable(self.reason or "the relay has not started")
         peers = await self.service.discover()
-        self._peers = {p.manifest.instance_id: p for p in peers}
+        self._names.remember_peers(peers)
         return peers
+
+    def known_peers(self) -> list[Peer]:
+        """What the last discovery found (no I/O: Tab completes from it)."""
+        return self._names.peers()
 
     async def deliver(self, peer: Peer, message: str) -> Ack:
         if self.service is None:
@@ -366,41 +363,29 @@ class RelayLink:
             io_timeout=settings.io_timeout,
             max_bytes=settings.max_bytes,
         )
+        if ack.status == "accepted" and self.on_sent is not None:
+            self.on_sent(peer.manifest.instance_id)
         m = peer.manifest
         self.outbox.record(envelope, ack, f"{escape_controls(m.project)} (pid {m.pid})")
         return ack
 
-    def _who(self, instance_id: str) -> tuple[str, int, str] | None:
-        """Project, pid and workspace: what discovery last said about the instance, or
-        what its last relayed message said (a reply); ``None`` when nothing is known."""
-        peer = self._peers.get(instance_id)
-        if peer is not None:
-            m = peer.manifest
-            return m.project, m.pid, m.workspace
-        return self._senders.get(instance_id)
-
     def label(self, instance_id: str) -> str:
-        """How a send question names its target: project, pid, workspace, exact id and the
-        state the last ping reported (the bare id when nothing is known)."""
-        who = self._who(instance_id)
-        if who is None:
-            return instance_id
-        project, pid, workspace = who
-        label = (
-            f"{escape_controls(project)} (pid {pid}, {escape_controls(workspace)}) · {instance_id}"
-        )
-        peer = self._peers.get(instance_id)
-        if peer is None:
-            return label
-        return f"{label} · {_STATE_NOTES.get(peer.state, escape_controls(peer.state))}"
+        """How a send question names its target (``TargetNames.label``)."""
+        return self._names.label(instance_id)
 
     def card_label(self, instance_id: str) -> str:
-        """A send's tool card, kept to one row: project and pid before the exact id (the
-        question showed the workspace too)."""
-        who = self._who(instance_id)
-        if who is None:
-            return instance_id
-        return f"{escape_controls(who[0])} (pid {who[1]}) · {instance_id}"
+        """How a send's tool card names its target (``TargetNames.card_label``)."""
+        return self._names.card_label(instance_id)
+
+
+@attrs.frozen
+class _AllBut:
+    """Every message id but one: what a claim of exactly that message skips."""
+
+    message_id: str
+
+    def __contains__(self, item: object) -> bool:
+        return item != self.message_id
 
 
 def _off_reason(config: Config) -> str:
@@ -410,23 +395,3 @@ def _off_reason(config: Config) -> str:
         problem = config.relay_problem.removeprefix(_PROBLEM_PREFIX)
         return f"an invalid setting switched it off: {problem}"
     return OFF_REASON if config.relay.mode == "off" else ""
-
-
-@attrs.frozen
-class SendLabels:
-    """An ``Approver`` that checks a send before asking and names its target by project,
-    pid, workspace and live state.
-
-    A send that ``check_send`` refuses (an empty or over-long message, a target that is not
-    the exact id of an instance a fresh ping found live) is never asked about: ``ask``
-    raises that ``ToolError`` instead, and the turn answers the call with it.
-    """
-
-    inner: Approver
-    relay: RelayLink
-
-    async def ask(self, request: ApprovalRequest) -> Answer:
-        if request.kind == "send":
-            await self.relay.check_send(request.target, request.text)
-            request = attrs.evolve(request, target=self.relay.label(request.target))
-        return await self.inner.ask(request)

@@ -27,6 +27,7 @@ import trio
 
 from zcoder.app.schedule import QueueState, next_work
 from zcoder.errors import ZcoderError
+from zcoder.ui.agents_text import RUNS_AGAIN, held_notice
 from zcoder.ui.events import (
     CancelTurn,
     Command,
@@ -224,12 +225,7 @@ class TurnWorker:
             return
         self._held = True
         self._send(RelayHold(True))
-        many = waiting > 1
-        self._after_turn.append(
-            f"Relayed work held: {waiting} more relayed message{'s wait' if many else ' waits'}"
-            f"; /agents resume runs {'them' if many else 'it'} (new ones are still accepted "
-            "meanwhile)."
-        )
+        self._after_turn.append(held_notice(waiting))
 
     def _relay_control(self, action: str) -> None:
         if action == "resume" and self._held:
@@ -238,7 +234,7 @@ class TurnWorker:
             self._wake.set()
             state, _ = self._backend.relay_status()
             if state != "paused":  # only held: nothing to switch in the relay
-                self._send(Notice("Relayed work runs again, in order."))
+                self._send(Notice(RUNS_AGAIN))
                 self._send(Refresh())
                 return
         try:

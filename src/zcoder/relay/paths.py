@@ -22,9 +22,9 @@ from pathlib import Path
 
 import attrs
 
-from zcoder.config import RelaySettings
 from zcoder.errors import RelayUnavailable, UnsafeRelayDir
 from zcoder.relay.protocol import INSTANCE_ID_RE
+from zcoder.relay.settings import RelaySettings
 
 __all__ = [
     "INSTANCE_ID_RE",

@@ -20,6 +20,9 @@ then unavailable for good: the manifest is withdrawn, the listener stops and the
 goes, but the spool stays until the service ends, so that messages already accepted still
 run. A storage fault that is not damage (a full or read-only disk) leaves the relay running
 and becomes one line for the user. The lines to show are drained by ``take_problems``.
+
+Every change (availability, pause state, depth, a fault) is noted in ``changes``, the one
+``Changes`` shared with the spool; the app awaits it. Nothing here calls out to the app.
 """
 
 from __future__ import annotations
@@ -36,9 +39,9 @@ from pathlib import Path
 import attrs
 import trio
 
-from zcoder.config import RelaySettings
 from zcoder.errors import RelayError, RelayUnavailable
 from zcoder.relay import client, registry
+from zcoder.relay.changes import Changes
 from zcoder.relay.envelope import Cancel, Enqueue, Limits, Receipt
 from zcoder.relay.limits import PROTOCOL_VERSION
 from zcoder.relay.listener import Extension, Listener, open_unix_listener
@@ -50,6 +53,7 @@ from zcoder.relay.paths import (
     select_relay_dir,
 )
 from zcoder.relay.registry import Manifest, Peer, publish_manifest, remove_manifest
+from zcoder.relay.settings import RelaySettings
 from zcoder.relay.spool import Spool, SpoolFault
 
 __all__ = ["RelayService", "RelayStatus"]
@@ -108,7 +112,7 @@ class RelayService:
             max_bytes=settings.max_bytes, max_message_chars=settings.max_message_chars
         )
         self._stop = trio.Event()
-        self._callbacks: list[Callable[[], None]] = []
+        self.changes = Changes()  # shared with the spool: one wait for every change
         self._scan_interval = SCAN_INTERVAL if scan_interval is None else scan_interval
         self._problem = ""  # why the relay failed after it started; set once
         self._spool_damaged = False  # no more claims: the spool cannot be trusted
@@ -207,10 +211,6 @@ class RelayService:
     def instance_id(self) -> str:
         """This instance's id once reserved, else ``""``."""
         return self._reservation.instance_id if self._reservation else ""
-
-    def on_change(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` (same thread) when availability, pause state or depth change."""
-        self._callbacks.append(callback)
 
     def fail(self, reason: str) -> None:
         """Make the relay unavailable for good with ``reason`` (see the module docstring);
@@ -318,11 +318,12 @@ class RelayService:
         relay_dir = ensure_relay_dir(select_relay_dir(self._settings, self._env))
         self._relay_dir = relay_dir
         root = self._runtime_dir / "relay"
-        spool = Spool(root, max_queue=self._settings.max_queue, limits=self._limits)
+        spool = Spool(
+            root, max_queue=self._settings.max_queue, limits=self._limits, changes=self.changes
+        )
         self._spool = spool
         spool.create()
         spool.set_paused(self._want_paused)
-        spool.on_change(self._changed)
         spool.on_fault(self.spool_fault)
         self._reservation = reserve_instance(relay_dir)
 
@@ -472,8 +473,7 @@ class RelayService:
         self._changed()
 
     def _changed(self) -> None:
-        for callback in self._callbacks:
-            callback()
+        self.changes.note()
 
 
 def _unlink_socket(reservation: Reservation) -> None:

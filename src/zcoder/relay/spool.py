@@ -15,7 +15,9 @@ the root and renamed into place, so a reader never sees half a message. A claim 
 ``rename`` from ``inbox/`` to ``processing/``: of two claimers exactly one succeeds.
 
 The listener (``enqueue``) and the foreground (``claim``/``complete``) run in the same
-thread, so the in-process wake-up is a plain ``trio.Event``. The spool has one writer, this
+thread, so the in-process wake-up is ``changes`` (``changes.py``): every change of the
+depth, the pause state or the quarantine is noted there, and whoever needs to know awaits
+it; the spool calls out to nobody when a message is accepted. The spool has one writer, this
 object, so it keeps an index in memory (the ids in inbox, processing and done; the depth;
 the last sequence), read from the directories when the object is made: the listener's
 duplicate, depth and sequence decisions cost no directory listing. The file system stays
@@ -38,13 +40,13 @@ import contextlib
 import os
 import shutil
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from pathlib import Path
 
 import attrs
-import trio
 
 from zcoder.errors import RelayError
+from zcoder.relay.changes import Changes
 from zcoder.relay.envelope import Enqueue, Limits
 from zcoder.relay.protocol import MESSAGE_ID_RE
 from zcoder.relay.spool_entry import (
@@ -77,7 +79,14 @@ class Claimed:
 class Spool:
     """The queue of one receiving instance. ``create`` before use, ``remove`` at the end."""
 
-    def __init__(self, root: Path, *, max_queue: int, limits: Limits | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        max_queue: int,
+        limits: Limits | None = None,
+        changes: Changes | None = None,
+    ) -> None:
         self.root = root
         self._dirs = {name: root / name for name in SPOOL_DIRS}
         self._max_queue = max_queue
@@ -90,8 +99,7 @@ class Spool:
         self._settled: set[str] = set()
         self._withdrawn: set[str] = set()  # settled by their sender's cancel
         self._last = self._load_index()
-        self._work = trio.Event()
-        self._callbacks: list[Callable[[], None]] = []
+        self.changes = Changes() if changes is None else changes
         self._quarantine = Quarantine(self._dirs["quarantine"], self._changed)
         self._fault_callbacks: list[Callable[[SpoolFault], None]] = []
         self._store_failing = False  # report a run of failed stores once
@@ -117,10 +125,6 @@ class Spool:
             return
         if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
             shutil.rmtree(self.root, ignore_errors=True)
-
-    def on_change(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` after the depth or the paused state changes (same thread)."""
-        self._callbacks.append(callback)
 
     def on_fault(self, callback: Callable[[SpoolFault], None]) -> None:
         """Call ``callback`` with a fault no caller could be given: a store that failed
@@ -163,8 +167,6 @@ class Spool:
             return "full", None
         self._store_failing = False
         self._inbox[mid] = name
-        self._work.set()
-        self._work = trio.Event()
         self._changed()
         return "accepted", self.depth()
 
@@ -204,8 +206,9 @@ class Spool:
             or message_id in self._settled
         )
 
-    def claim(self) -> Claimed | None:
-        """Move the oldest inbox entry to ``processing/`` and parse it again.
+    def claim(self, skip: Container[str] = ()) -> Claimed | None:
+        """Move the oldest inbox entry whose message id is not in ``skip`` (messages held
+        for the user) to ``processing/`` and parse it again.
 
         Entries that fail are quarantined and reported by ``take_problems``; something
         planted where the entry goes in ``processing/`` is quarantined and reported as
@@ -225,6 +228,8 @@ class Spool:
                 self._quarantine.put(source, BAD_NAME)
                 continue
             mid = found.group(2)
+            if mid in skip:
+                continue
             target = self._dirs["processing"] / name
             moved = self._move(source, target)
             if moved is None:  # another claimer won this one
@@ -321,8 +326,6 @@ class Spool:
             ) from None
         del self._processing[mid]
         self._inbox[mid] = name
-        self._work.set()
-        self._work = trio.Event()
         self._changed()
 
     def withdraw(self, message_id: str, sender_instance_id: str) -> str:
@@ -360,7 +363,7 @@ class Spool:
     async def wait_for_work(self) -> None:
         """Return once ``depth() > 0`` (at once if it already is); woken by ``enqueue``."""
         while self.depth() == 0:
-            await self._work.wait()
+            await self.changes.wait(self.changes.count)
 
     def take_problems(self) -> list[str]:
         """The quarantine reports since the last call (for the transcript)."""
@@ -434,8 +437,7 @@ class Spool:
             callback(fault)
 
     def _changed(self) -> None:
-        for callback in self._callbacks:
-            callback()
+        self.changes.note()
 
 
 def _listdir(path: Path) -> list[str]:

@@ -29,9 +29,11 @@ __all__ = [
     "MAX_LISTED",
     "SEND_AGENT_MESSAGE",
     "RelayHandle",
+    "check_message",
     "check_send",
     "message_status_tool",
     "relay_tools",
+    "send_to",
 ]
 
 LIST_AGENTS = "list_agents"
@@ -129,12 +131,9 @@ def _unknown_target(target: str, peers: list[Peer]) -> ToolError:
     )
 
 
-async def check_send(handle: RelayHandle, target: str, message: str) -> Peer:
-    """The live peer a send of ``message`` to ``target`` would go to, found by a fresh
-    discovery (so a fresh ping). ``ToolError``, the refusal the model gets, when the message
-    is empty, only whitespace or over the limit, or when ``target`` is not the exact id of a
-    live instance (a project name, a pid, a prefix, a dead id). Asked before the user's
-    question, and again when the tool runs: the peer may have gone meanwhile."""
+def check_message(handle: RelayHandle, message: str) -> None:
+    """``ToolError`` when ``message`` is empty, only whitespace or over the limit: what any
+    send (the model's, the user's ``/send``) checks before it contacts anybody."""
     if not message.strip():
         raise ToolError("message is empty: send a self-contained task")
     limit = handle.max_message_chars
@@ -143,6 +142,15 @@ async def check_send(handle: RelayHandle, target: str, message: str) -> Peer:
             f"message is {len(message)} characters; the limit is {limit} "
             "(ZCODER_RELAY_MAX_MESSAGE_CHARS): send a shorter, self-contained task"
         )
+
+
+async def check_send(handle: RelayHandle, target: str, message: str) -> Peer:
+    """The live peer a send of ``message`` to ``target`` would go to, found by a fresh
+    discovery (so a fresh ping). ``ToolError``, the refusal the model gets, when the message
+    is empty, only whitespace or over the limit, or when ``target`` is not the exact id of a
+    live instance (a project name, a pid, a prefix, a dead id). Asked before the user's
+    question, and again when the tool runs: the peer may have gone meanwhile."""
+    check_message(handle, message)
     peers = await _peers(handle)
     peer = next((p for p in peers if p.manifest.instance_id == target), None)
     if peer is None:
@@ -239,16 +247,23 @@ def message_status_tool(status: Callable[[str], str | None]) -> Tool:
     return Tool(spec, run)
 
 
+async def send_to(handle: RelayHandle, peer: Peer, message: str) -> ToolResult:
+    """Deliver a checked ``message`` to ``peer`` and say what became of it: the one delivery
+    path of every send, the model's tool and the user's ``/send``. ``ok`` exactly when the
+    receiver stored it; a peer that does not answer is a ``not delivered:`` result."""
+    try:
+        ack = await handle.deliver(peer, message)
+    except RelayError as exc:
+        project = escape_controls(peer.manifest.project)
+        return _not_delivered(f"{project} did not answer: {exc}")
+    return _ack_result(ack, peer)
+
+
 def _send_tool(handle: RelayHandle) -> Tool:
     async def run(args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         target, message = args["target_instance_id"], args["message"]
         peer = await check_send(handle, target, message)  # the model can fix its call
-        try:
-            ack = await handle.deliver(peer, message)
-        except RelayError as exc:
-            project = escape_controls(peer.manifest.project)
-            return _not_delivered(f"{project} did not answer: {exc}")
-        return _ack_result(ack, peer)
+        return await send_to(handle, peer, message)
 
     spec = ToolSpec(
         name=SEND_AGENT_MESSAGE,

@@ -213,6 +213,8 @@ def _head(request: ApprovalRequest, width: int = 100) -> StyleAndTextTuples:
     who = _who(request)
     if request.kind == "send":
         head = f"{who} wants to send a message to {one_line(request.target)}:"
+    elif request.kind == "write":
+        head = f"{who} wants to write an instruction or control file:"
     else:
         where = f" in {one_line(request.cwd)}" if request.cwd else ""
         head = f"{who} wants to run this command{where}:"

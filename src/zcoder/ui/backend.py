@@ -115,3 +115,8 @@ class Backend(Protocol):
         """``/agents cancel REF``: withdraw a message this instance sent (by id or its
         number in ``/agents sent``); the line to show, or ``ZcoderError``."""
         ...
+
+    async def send_message(self, args: str) -> None:
+        """``/send TARGET TEXT``: deliver the text now, with no turn and no question, and
+        show its card; a ``ZcoderError`` saying why when nothing was sent."""
+        ...

@@ -122,11 +122,18 @@ class SlashCommands:
             with trio.fail_after(_LIST_SECONDS):
                 self._notice(await self.host.backend.relay_cancel(rest.strip()))
             return
-        if action:  # pause, resume: the worker owns what relayed work may run
+        if action and action != "inbox":  # the worker owns what relayed work may run
             self.host.intend(RelayControl(action))
             return
-        lines = self.host.backend.relay_control("")
+        lines = self.host.backend.relay_control(action)
         self._print(lines[0], lines[1:])
+
+    async def send(self, args: str) -> None:
+        # Not idle-only: it starts no turn and touches neither the model's history nor the
+        # session's state, so it may go out while a turn runs (docs/relay.rst says why). No
+        # deadline here: the delivery has the relay's own, and cutting it short would leave
+        # unknown whether the receiver stored the message.
+        await self.host.backend.send_message(args)
 
     async def help(self, args: str = "") -> None:
         width = max(len(usage) for usage, _ in help_lines())
@@ -194,5 +201,6 @@ HANDLERS: dict[str, Handler] = {
     "sessions": SlashCommands.sessions,
     "list-agents": SlashCommands.list_agents,
     "agents": SlashCommands.agents,
+    "send": SlashCommands.send,
     "quit": SlashCommands.quit,
 }

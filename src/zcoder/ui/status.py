@@ -8,7 +8,7 @@ from collections.abc import Callable
 import attrs
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 
-from zcoder.ui.text import one_line, shorten
+from zcoder.ui.text import model_label, one_line, shorten
 
 __all__ = ["STATE_LABELS", "Status", "render_status"]
 
@@ -93,12 +93,12 @@ def render_status(status: Status, width: int = 100) -> StyleAndTextTuples:
     state = _state_text(status)
     room = max(width - len(state) - 2, 10)
     # The title gives way first: the queue and the relay matter more in a narrow terminal.
-    fixed = " │ ".join([one_line(status.model), status.profile, "“”", *tail])
+    fixed = " │ ".join([model_label(status.model), status.profile, "“”", *tail])
     if status.relayed_from:
         head = f"relayed from {shorten(one_line(status.relayed_from), 40)}"
     else:
         head = f"“{shorten(one_line(status.title), max(room - len(fixed), 8))}”"
-    parts = [one_line(status.model), status.profile, head, *tail]
+    parts = [model_label(status.model), status.profile, head, *tail]
     rest = shorten(" │ ".join(parts), room)
     out: StyleAndTextTuples = [(_state_style(status.state), state), ("class:status", " " + rest)]
     used = len(state) + 1 + len(rest)

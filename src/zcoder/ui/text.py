@@ -57,6 +57,17 @@ def one_line(text: str) -> str:
     return visible_text(flat(text))
 
 
+def model_label(name: str) -> str:
+    """How a model is named on screen: a model file's name without its directories.
+
+    llama.cpp names the model it serves by the path it was started with (``/opt/models/
+    SmolLM2-135M-Instruct.Q4_1.gguf``), which would fill the status bar; the request keeps
+    sending the full name."""
+    if "/" in name and name.rstrip("/").lower().endswith((".gguf", ".bin", ".safetensors")):
+        return one_line(name.rstrip("/").rsplit("/", 1)[-1])
+    return one_line(name)
+
+
 def shorten(text: str, width: int) -> str:
     """``text`` cut to ``width`` characters, with an ellipsis when it was longer."""
     if len(text) <= width:

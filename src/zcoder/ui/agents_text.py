@@ -1,0 +1,91 @@
+"""The words of ``/agents`` and of the relay's notices: its state, pause, resume, hold, and
+why it is off or unavailable.
+
+The app reports what the relay is (``AgentsView``, plain data); this module alone says it
+to the user, so the relay's code holds no user-facing sentence and one place keeps the
+wording of ``/agents``, the worker's hold notices and ``/list-agents`` when the relay is off.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+
+__all__ = [
+    "OFF_REASON",
+    "RUNS_AGAIN",
+    "AgentsView",
+    "agents_lines",
+    "held_notice",
+    "not_listed",
+    "unavailable_line",
+]
+
+OFF_REASON = "switched off by ZCODER_RELAY=off"
+RUNS_AGAIN = "Relayed work runs again, in order."
+_OFF_FIX = "unset it, or set ZCODER_RELAY=on, and restart zcoder to use it"
+_SETTING_FIX = "fix it and restart zcoder"
+_PAUSED = "Relay paused: new relayed messages are refused; accepted ones wait."
+_RESUMED = "Relay resumed: accepting relayed messages again."
+_CONTROL_HELP = (
+    "/agents pause   refuse new relayed messages; those already accepted wait",
+    "/agents resume  accept again, and run the waiting ones in order",
+)
+
+
+@attrs.frozen
+class AgentsView:
+    """What the relay of this instance is, for ``/agents``. ``state`` is ``on``,
+    ``paused``, ``off`` (by configuration: ``bad_setting`` when an invalid setting switched
+    it off) or ``unavailable``; ``reason`` says why when it is not running."""
+
+    state: str
+    reason: str = ""
+    bad_setting: bool = False
+    instance_id: str = ""
+    pid: int = 0
+    relay_dir: Path | None = None
+    waiting: int = 0
+    running: bool = False
+
+
+def agents_lines(action: str, view: AgentsView) -> list[str]:
+    """The lines ``/agents [action]`` shows after ``action`` (``""``, ``pause``, ``resume``)
+    was applied; the first line is the heading."""
+    if action == "pause":
+        return [_PAUSED]
+    if action == "resume":
+        return [_RESUMED]
+    if view.state == "off":
+        fix = _SETTING_FIX if view.bad_setting else _OFF_FIX
+        return [f"Relay off: {view.reason}; {fix}."]
+    if view.state == "unavailable":
+        return [unavailable_line(view.reason)]
+    running = " (1 running)" if view.running else ""
+    return [
+        f"Relay {view.state} · instance {view.instance_id} · pid {view.pid}",
+        f"socket dir {view.relay_dir}",
+        f"{view.waiting} waiting{running}",
+        *_CONTROL_HELP,
+    ]
+
+
+def unavailable_line(reason: str) -> str:
+    """The relay cannot be used (told once when it fails after its start)."""
+    return f"Relay unavailable: {reason}"
+
+
+def not_listed(reason: str) -> str:
+    """``/list-agents`` while the relay is off here by configuration."""
+    return f"The relay is off in this instance ({reason}): no instances listed."
+
+
+def held_notice(waiting: int) -> str:
+    """After Escape stopped a relayed turn with ``waiting`` more messages queued."""
+    many = waiting > 1
+    return (
+        f"Relayed work held: {waiting} more relayed message{'s wait' if many else ' waits'}"
+        f"; /agents resume runs {'them' if many else 'it'} (new ones are still accepted "
+        "meanwhile)."
+    )

@@ -24,6 +24,7 @@ from zcoder.relay import client
 from zcoder.relay.envelope import Cancel, Receipt
 from zcoder.relay.paths import ensure_relay_dir
 from zcoder.relay.registry import load_manifest
+from zcoder.ui.render import render_event
 
 
 async def until(check: Callable[[], bool]) -> None:
@@ -225,3 +226,17 @@ async def test_a_version_1_peer_still_gets_tasks_and_sends_no_receipts(short_tmp
             answers = [answer for _, answer in zsh.requests() if answer != "pong"]
             assert answers == ["accepted", "unsupported"]
             nursery.cancel_scope.cancel()
+
+
+def test_a_receipt_entry_is_drawn_again_from_the_session_as_it_was_shown() -> None:
+    event = TranscriptEvent(
+        role="relay",
+        text="Renamed it.\nChanged: a.py",
+        meta={"receipt": "completed", "headline": "⇄ beta (pid 7) completed your message: x"},
+    )
+    drawn = "".join(part[1] for part in render_event(event, width=80))
+    assert drawn.startswith("⇄ beta (pid 7) completed your message: x\n")
+    assert "  │ Renamed it.\n  │ Changed: a.py" in drawn
+    assert "relayed from" not in drawn  # not a relayed task's header
+    started = TranscriptEvent(role="relay", text="", meta={"receipt": "started", "headline": "h"})
+    assert "".join(part[1] for part in render_event(started)) == "h\n"

@@ -50,6 +50,8 @@ _CHECK_SECONDS = 5.0
 _INBOX_HELP = [
     "/agents hold    hold every new relayed message for you; /agents accept undoes it",
     "/agents inbox   list waiting messages; /agents approve N runs one, /agents deny N drops it",
+    "/agents sent    the messages you sent and what their receivers reported; "
+    "/agents cancel N withdraws one still queued",
 ]
 
 

@@ -7,9 +7,13 @@ rename), zcoder's listener again with the baseline's blocking client and with a 
 Trio's streams (what ``wire``'s non-blocking client path saves), ratios to
 the baseline, discovery time with 1, 8 and 32 live peers and with 128
 stale manifests added, the CPU a listening service uses while idle for 2 s, and the
-enqueue round trip while 100 connections stall (each sent part of a header and waits).
+enqueue round trip while 100 connections stall (each sent part of a header and waits), and
+the receipt latency: from the moment a receiver's relayed turn ends (``ReceiptSender.send``)
+to the sender's transcript entry (its listener took the receipt through ``RelayOutbox``),
+both ends in this process on real sockets, with the real sender check and peer credentials.
 
-``python bench/relay.py stalled`` prints only the last figure. The child processes are
+``python bench/relay.py stalled`` and ``python bench/relay.py receipts`` print only that
+figure. The child processes are
 this file run with a role argument (``serve-zcoder``, ``serve-baseline``, ``serve-peers``);
 they print ``ready`` and serve until killed.
 """
@@ -37,8 +41,11 @@ from pathlib import Path
 import attrs
 import trio
 
+from zcoder.app.receipts import ReceiptSender
+from zcoder.app.relay_outbox import RelayOutbox
+from zcoder.conversation import TranscriptEvent
 from zcoder.relay import client
-from zcoder.relay.envelope import Enqueue, Limits, decode_ack
+from zcoder.relay.envelope import Ack, Enqueue, Limits, decode_ack
 from zcoder.relay.listener import Listener, open_unix_listener
 from zcoder.relay.paths import reserve_instance
 from zcoder.relay.protocol import FrameDecoder
@@ -459,6 +466,56 @@ def discovery_row(relay_dir: Path, label: str, base_ping: float) -> float:
     return p50
 
 
+RECEIPTS = 300
+
+
+async def time_receipts(relay_dir: Path) -> list[float]:
+    a, b = reserve_instance(relay_dir), reserve_instance(relay_dir)
+    for res, name in ((a, "sender"), (b, "receiver")):
+        publish_manifest(res.manifest_path, manifest_for(relay_dir, res.instance_id, name))
+    shown: list[trio.Event] = [trio.Event()]
+
+    def on_entry(event: TranscriptEvent) -> None:
+        shown[0].set()
+
+    receipts = ReceiptSender(
+        me=lambda: b.instance_id, relay_dir=lambda: relay_dir, io_timeout=2.0, max_bytes=65536
+    )
+    unused = ReceiptSender(me=str, relay_dir=lambda: None, io_timeout=2.0, max_bytes=65536)
+    outbox = RelayOutbox(receipts=unused, spool=lambda: None, on_entry=on_entry)
+    listener = Listener(
+        instance_id=a.instance_id,
+        spool=Spool(relay_dir / "unused-spool", max_queue=1),
+        sender_check=lambda env: sender_is_registered(relay_dir, env),
+        state=lambda: "ready",
+        limits=Limits(),
+        io_timeout=2.0,
+        extension=outbox.handle,
+    )
+    samples = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(listener.serve, [await open_unix_listener(a.socket_path)])
+        nursery.start_soon(receipts.run)
+        for n in range(WARMUP // 4 + RECEIPTS):
+            message = envelope(a.instance_id, b.instance_id, n)
+            ack = Ack(1, "ack", message.message_id, "accepted", 1, receipts=True)
+            outbox.record(message, ack, "receiver")
+            shown[0] = trio.Event()
+            start = time.perf_counter()
+            receipts.send(message, "completed", "Renamed users.name.", "src/users.py")
+            await shown[0].wait()
+            samples.append(time.perf_counter() - start)
+        nursery.cancel_scope.cancel()
+    return samples[WARMUP // 4 :]
+
+
+def receipt_latency(root: Path) -> None:
+    samples = trio.run(time_receipts, private_dir(root / "receipts"))
+    p50, p99 = percentiles(samples)
+    print(f"\nreceipt latency, turn end to the sender's entry ({len(samples)} receipts)")
+    print(f"  p50 {ms(p50)}   p99 {ms(p99)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("role", nargs="?", default="bench")
@@ -472,9 +529,12 @@ def main() -> None:
     else:
         root = Path(tempfile.mkdtemp(prefix="zb", dir="/tmp"))
         try:
-            if opts.role != "stalled":  # ``stalled``: only that figure
+            if opts.role not in ("stalled", "receipts"):  # only that figure
                 discovery(root, round_trips(root))
-            stalled_connections(root)
+            if opts.role != "receipts":
+                stalled_connections(root)
+            if opts.role != "stalled":
+                receipt_latency(root)
         finally:
             shutil.rmtree(root, ignore_errors=True)
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from tests.relay.helpers import make_manifest
@@ -126,11 +127,24 @@ async def test_send_delivers_the_literal_message_and_reports_the_exact_ack() -> 
     message = "$(rm x) `y` \\n\n\t"
     result = await call(handle, "send_agent_message", target_instance_id=DIGEST_ID, message=message)
     assert handle.sent == [(DIGEST_ID, message)]
-    first, second = result.text.splitlines()
+    first, second, third = result.text.splitlines()
     assert first == "accepted (queue position 1)"
     assert "do not claim it was completed" in second
+    assert third == "This peer sends no receipts: nothing more will be known of this message."
     assert result.ok
+    assert result.summary == (
+        "accepted (queue position 1) by weekly-digest (pid 42302) · this peer sends no receipts"
+    )
+
+
+async def test_a_send_to_a_peer_with_receipts_points_the_model_at_the_status_tool() -> None:
+    stored = attrs.evolve(ack("accepted", 1), receipts=True)
+    handle = FakeHandle([DIGEST, PROFILES], stored)
+    result = await call(handle, "send_agent_message", target_instance_id=DIGEST_ID, message="go")
     assert result.summary == "accepted (queue position 1) by weekly-digest (pid 42302)"
+    third = result.text.splitlines()[2]
+    assert third.startswith(f"Message id {stored.message_id}: its receiver reports")
+    assert "agent_message_status reads the latest report" in third
 
 
 NOT_STORED = "Nothing is known to be stored there. Tell the user; do not retry unless asked."

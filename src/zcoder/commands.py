@@ -73,11 +73,12 @@ COMMANDS: tuple[Command, ...] = (
     Command("list-agents", "/list-agents", "list the other zcoder instances on this machine"),
     Command(
         "agents",
-        "/agents [pause|resume|hold|accept|inbox|approve N|deny N]",
+        "/agents [pause|resume|hold|accept|inbox|approve N|deny N|sent|cancel ID]",
         "show the relay state; pause/resume taking relayed work; hold/accept: let relayed "
-        "messages wait for you or run; inbox: list those waiting; approve/deny one",
+        "messages wait for you or run; inbox: list those waiting; approve/deny one; sent: "
+        "the messages you sent; cancel: withdraw one",
         arg_kind="choices",
-        choices=("pause", "resume", "hold", "accept", "inbox", "approve", "deny"),
+        choices=("pause", "resume", "hold", "accept", "inbox", "approve", "deny", "sent", "cancel"),
     ),
     Command(
         "send",

@@ -131,7 +131,8 @@ async def send(a: Instance, b: Instance, message: str) -> str:
 
 async def test_a_model_sends_to_another_instance_which_runs_it_as_a_turn(short_tmp: Path) -> None:
     async with pair(short_tmp, "y") as (a, b):
-        assert a.tool_names() == [*CORE, "list_agents", "send_agent_message"]
+        relay = ["list_agents", "send_agent_message", "agent_message_status"]
+        assert a.tool_names() == [*CORE, *relay]
         a.client.replies = [
             tools(call("list_agents")),
             tools(call("send_agent_message", target_instance_id=b.id, message="rename users.name")),

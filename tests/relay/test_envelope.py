@@ -15,6 +15,7 @@ from zcoder.relay.envelope import (
     Limits,
     Ping,
     Rejected,
+    Request,
     decode_ack,
     decode_request,
     encode_envelope,
@@ -56,7 +57,7 @@ def ping_dict(**changes: Any) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if v is not MISSING}
 
 
-def decode(obj: Any, limits: Limits = LIMITS) -> Enqueue | Ping:
+def decode(obj: Any, limits: Limits = LIMITS) -> Request:
     return decode_request(json.dumps(obj).encode(), my_instance_id=ME, limits=limits)
 
 

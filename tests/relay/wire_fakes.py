@@ -42,7 +42,7 @@ class SenderCheck:
         self.result = True
         self.calls = 0
 
-    def __call__(self, envelope: Enqueue) -> bool:
+    def __call__(self, envelope: object) -> bool:
         self.calls += 1
         return self.result
 

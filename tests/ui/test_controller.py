@@ -188,6 +188,12 @@ class FakeBackend:
             return ["Relay resumed."]
         raise ZcoderError("the relay is not running in this instance")
 
+    def relay_sent(self) -> list[str]:
+        return ["No messages sent from this instance yet."]
+
+    async def relay_cancel(self, ref: str) -> str:
+        raise ZcoderError(f"no message {ref!r} was sent from this instance")
+
 
 class ChannelSink:
     def __init__(self, events: trio.MemorySendChannel[WorkerEvent]) -> None:

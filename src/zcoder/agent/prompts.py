@@ -55,7 +55,8 @@ Contacting other zcoder instances (send_agent_message):
 - Use the exact instance_id returned by list_agents, and send the smallest self-contained
   task with the relevant facts.
 - An "accepted" result only means the message was queued; do not claim that the target
-  completed anything.
+  completed anything. A receiver that sends receipts reports later; agent_message_status
+  reads the latest report: tell the user only what a report says.
 - Do not include secrets or unrelated conversation history."""
 
 _INSTRUCTIONS = """\

@@ -21,9 +21,11 @@ from zcoder.agent.model import ModelClient
 from zcoder.agent.rounds import describe_model_error
 from zcoder.agent.servers import missing_model_fix
 from zcoder.app.inbox import INBOX_ACTIONS, Inbox, ReceiptSink, read_waiting
+from zcoder.app.receipts import ChangeRecorder, final_state
 from zcoder.app.relay import RelayLink
 from zcoder.app.relay_labels import SendLabels
 from zcoder.app.relay_send import PeerRefresh, send_command
+from zcoder.app.relay_sent import cancel_sent, farewell
 from zcoder.app.relay_unrun import sender_label
 from zcoder.app.worker import RelayTurn
 from zcoder.approval import Approver
@@ -48,6 +50,8 @@ _CHECK_SECONDS = 5.0
 _INBOX_HELP = [
     "/agents hold    hold every new relayed message for you; /agents accept undoes it",
     "/agents inbox   list waiting messages; /agents approve N runs one, /agents deny N drops it",
+    "/agents sent    the messages you sent and what their receivers reported; "
+    "/agents cancel N withdraws one still queued",
 ]
 
 
@@ -107,12 +111,17 @@ class AgentBackend:
         self._session = session
         self._core_tools = core_tools()
         self._toolbox = Toolbox(self._core_tools)
-        self.relay = RelayLink(config, runtime_dir, self._offer_relay_tools)
+        self.relay = RelayLink(
+            config, runtime_dir, self._offer_relay_tools, on_entry=self._record_entry
+        )
         self.peer_refresh = PeerRefresh(self.relay.discover)
         # Which waiting messages wait for the user (the inbound policy, the exchange bound).
-        self.inbox = Inbox(config.relay.inbound, receipts)
+        self.inbox = Inbox(
+            config.relay.inbound, receipts if receipts is not None else self.relay.receipts
+        )
         self.relay.on_sent = self.inbox.exchanges.add
         self._sink = sink
+        self._changes = ChangeRecorder(_SendCardLabels(sink, self.relay.card_label))
         # A relayed turn could not reach the model: relayed messages wait (local prompts
         # still run) until the model answers again.
         self._model_down = False
@@ -125,7 +134,7 @@ class AgentBackend:
             approver=SendLabels(approver, self.relay),
             store=store,
             session=session,
-            sink=_SendCardLabels(sink, self.relay.card_label),
+            sink=self._changes,
         )
         if self._agent.model != config.model and not config.resume:
             self._agent.set_model(config.model)
@@ -307,8 +316,14 @@ class AgentBackend:
         self.relay.refresh(state="busy")
         self.inbox.exchanges.add(claimed.envelope.sender_instance_id)
         unreached = reached = False
+        self.relay.receipts.send(claimed.envelope, "started")
+        self._changes.start()
         try:
             outcome = await self.agent.run_turn(TurnRequest("relay", *_sender(claimed)))
+            if not (outcome.status == "error" and not outcome.reached_model):
+                state, detail = final_state(outcome)
+                changed = self._changes.changed()
+                self.relay.receipts.send(claimed.envelope, state, detail, changed)
             _log.debug("relayed turn %s ended: %s", claimed.envelope.message_id, outcome.status)
             reached = outcome.reached_model
             unreached = outcome.status == "error" and not reached
@@ -371,6 +386,24 @@ class AgentBackend:
     def send_targets(self) -> list[str]:
         """What Tab offers after ``/send ``: from the last discovery, no I/O."""
         return target_completions(self.relay.known_peers())
+
+    def relay_sent(self) -> list[str]:
+        """``/agents sent``: the messages this instance sent, with their latest state."""
+        return self.relay.outbox.sent_lines()
+
+    async def relay_cancel(self, ref: str) -> str:
+        """``/agents cancel REF``: withdraw a message this instance sent; the line to show."""
+        return await cancel_sent(self.relay, ref)
+
+    async def relay_farewell(self) -> None:
+        """On the way out, before the relay shuts down: ``dropped`` to the senders of the
+        messages that will not run (bounded)."""
+        await farewell(self.relay)
+
+    def _record_entry(self, event: TranscriptEvent) -> None:
+        """A relay entry that is part of the session (a receipt): persisted and shown."""
+        self.agent.session.events.append(event)
+        self._show(event)
 
     def _show(self, event: TranscriptEvent) -> None:
         self._sink.emit(Entry(event))

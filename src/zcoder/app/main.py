@@ -110,7 +110,7 @@ def _dropped_lines(dropped: list[Unrun]) -> str:
     many = len(dropped) > 1
     lines = [
         f"Dropped {len(dropped)} accepted relayed message{'s' if many else ''} that had not "
-        "run (the sender was not told):"
+        "run (zcoder senders get a dropped receipt):"
     ]
     for u in dropped:
         task = shorten(one_line(u.task), 60)
@@ -260,6 +260,7 @@ async def _run_root(
         finally:
             # Before the root scope's cancel reaches the relay, which removes the spool.
             state.dropped = backend.relay_unrun()
+            await backend.relay_farewell()  # bounded, shielded: receipts ``dropped``
         root.cancel_scope.cancel()
 
 

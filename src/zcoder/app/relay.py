@@ -28,9 +28,12 @@ from pathlib import Path
 import attrs
 import trio
 
+from zcoder.app.receipts import ReceiptSender
 from zcoder.app.relay_labels import TargetNames
+from zcoder.app.relay_outbox import RelayOutbox
 from zcoder.app.relay_unrun import read_unrun
 from zcoder.config import Config
+from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError, RelayError, RelayUnavailable
 from zcoder.relay import client
 from zcoder.relay.envelope import Ack, Limits
@@ -39,9 +42,10 @@ from zcoder.relay.registry import Peer
 from zcoder.relay.service import RelayService
 from zcoder.relay.spool import Claimed, Spool, SpoolFault
 from zcoder.tools.base import Tool
-from zcoder.tools.relay_tools import check_send, relay_tools
+from zcoder.tools.relay_tools import check_send, message_status_tool, relay_tools
 from zcoder.ui.agents_text import OFF_REASON, AgentsView, not_listed, unavailable_line
 from zcoder.ui.backend import Unrun
+from zcoder.visible import escape_controls
 
 __all__ = ["RelayLink"]
 
@@ -57,6 +61,7 @@ class RelayLink:
         config: Config,
         runtime_dir: Path | None,
         on_tools: Callable[[Sequence[Tool]], None],
+        on_entry: Callable[[TranscriptEvent], None] = lambda event: None,
     ) -> None:
         self._config = config
         self._runtime_dir = runtime_dir
@@ -69,7 +74,19 @@ class RelayLink:
         self._started = trio.Event()  # the service exists: its changes can be awaited
         self._seen = 0  # the count of the service's changes at the last wake-up
         self._told = False  # the failure was shown
-        self._tools = relay_tools(self)
+        # zcoder's extension: receipts to our senders, the outbox of what we sent.
+        self.receipts = ReceiptSender(
+            me=lambda: self.service.instance_id if self.service is not None else "",
+            relay_dir=lambda: self.service.relay_dir if self.service is not None else None,
+            io_timeout=config.relay.io_timeout,
+            max_bytes=config.relay.max_bytes,
+        )
+        self.outbox = RelayOutbox(
+            receipts=self.receipts,
+            spool=lambda: self.service.spool if self.service is not None else None,
+            on_entry=on_entry,
+        )
+        self._tools = [*relay_tools(self), message_status_tool(self.outbox.status_text)]
         # Told the target of each message a receiver accepted (the exchange count).
         self.on_sent: Callable[[str], object] | None = None
 
@@ -94,6 +111,8 @@ class RelayLink:
             session_id=session_id,
         )
         self.service = service
+        service.set_extension(self.outbox.handle)
+        nursery.start_soon(self.receipts.run)
         self._started.set()
         await nursery.start(service.run)
         self._on_tools(self._tools if self.available else [])
@@ -179,6 +198,15 @@ class RelayLink:
     def refresh(self, **fields: str) -> None:
         if self.service is not None:
             self.service.refresh(**fields)
+
+    @property
+    def config(self) -> Config:
+        return self._config
+
+    @property
+    def running(self) -> Claimed | None:
+        """The relayed message whose turn runs now, if any."""
+        return self._running
 
     # -- the worker's claims --------------------------------------------------------------
 
@@ -337,6 +365,8 @@ class RelayLink:
         )
         if ack.status == "accepted" and self.on_sent is not None:
             self.on_sent(peer.manifest.instance_id)
+        m = peer.manifest
+        self.outbox.record(envelope, ack, f"{escape_controls(m.project)} (pid {m.pid})")
         return ack
 
     def label(self, instance_id: str) -> str:

@@ -24,11 +24,27 @@ import trio
 
 from zcoder.errors import FrameError, RelayTransportError
 from zcoder.relay import wire
-from zcoder.relay.envelope import Ack, Enqueue, Ping, decode_ack, encode_envelope
+from zcoder.relay.envelope import (
+    Ack,
+    Cancel,
+    Enqueue,
+    Ping,
+    Receipt,
+    decode_ack,
+    encode_envelope,
+)
 from zcoder.relay.limits import DEFAULT_MAX_BYTES
 from zcoder.relay.protocol import INSTANCE_ID_RE, MESSAGE_ID_RE, encode_frame
 
-__all__ = ["PendingPing", "finish_ping", "new_message_id", "ping", "send", "start_ping"]
+__all__ = [
+    "PendingPing",
+    "finish_ping",
+    "new_message_id",
+    "ping",
+    "request",
+    "send",
+    "start_ping",
+]
 
 
 class _Ambiguous(Exception):
@@ -108,6 +124,30 @@ async def send(
     socket_path: Path, envelope: Enqueue, *, io_timeout: float, max_bytes: int = DEFAULT_MAX_BYTES
 ) -> Ack:
     """Deliver ``envelope``; return the receiver's ack with its exact status."""
+    return await _deliver(socket_path, envelope, io_timeout=io_timeout, max_bytes=max_bytes)
+
+
+async def request(
+    socket_path: Path,
+    envelope: Receipt | Cancel,
+    *,
+    io_timeout: float,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> Ack:
+    """Deliver a ``receipt`` or a ``cancel`` (zcoder's extension) with the same retry rule
+    as ``send``: both are idempotent at the receiver (a receipt sets a state, a cancel of
+    a message already withdrawn is answered ``withdrawn`` again). A version-1 peer answers
+    ``unsupported``."""
+    return await _deliver(socket_path, envelope, io_timeout=io_timeout, max_bytes=max_bytes)
+
+
+async def _deliver(
+    socket_path: Path,
+    envelope: Enqueue | Receipt | Cancel,
+    *,
+    io_timeout: float,
+    max_bytes: int,
+) -> Ack:
     try:
         frame = encode_frame(encode_envelope(envelope), max_bytes=max_bytes)
     except FrameError as exc:
@@ -121,7 +161,7 @@ async def send(
         except _Ambiguous as exc:
             raise RelayTransportError(f"no ack from {socket_path} after one retry: {exc}") from None
     if ack.status == "pong":
-        raise RelayTransportError("the peer answered an enqueue with pong")
+        raise RelayTransportError(f"the peer answered an {envelope.type} with pong")
     return ack
 
 

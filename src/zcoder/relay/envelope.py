@@ -2,7 +2,9 @@
 
 Payloads are compact JSON objects in strict UTF-8 (no BOM; no duplicate keys; no NaN or
 Infinity; nothing but JSON ``true``/``false`` counts as a boolean and a boolean never counts
-as a number). Requests are ``enqueue`` and ``ping``; the only answer is ``ack``.
+as a number). Requests are ``enqueue`` and ``ping``, and zcoder's extension of version 1
+adds ``receipt`` and ``cancel`` (``Receipt``, ``Cancel``: a version-1 peer answers them
+``unsupported``); the only answer is ``ack``.
 
 Field rules (every field is required unless said otherwise; types are exact: ``"1"`` is not
 the integer 1, ``true`` is not an integer, ``1.0`` is not an integer):
@@ -75,6 +77,12 @@ from zcoder.relay.limits import (
     PROTOCOL_VERSION,
 )
 from zcoder.relay.protocol import INSTANCE_ID_RE, MESSAGE_ID_RE, STATUSES
+from zcoder.relay.receipt_states import (
+    CANCEL_STATUSES,
+    MAX_CHANGED_CHARS,
+    MAX_DETAIL_CHARS,
+    RECEIPT_STATES,
+)
 
 __all__ = [
     "MAX_PEER_ID_CHARS",
@@ -82,10 +90,13 @@ __all__ = [
     "MAX_WORKSPACE_CHARS",
     "STATES",
     "Ack",
+    "Cancel",
     "Enqueue",
     "Limits",
     "Ping",
+    "Receipt",
     "Rejected",
+    "Request",
     "decode_ack",
     "decode_request",
     "encode_envelope",
@@ -163,10 +174,18 @@ _workspace = _check(
 )
 _body_check = _check(str, _body, "non-blank UTF-8 text without NUL")
 _timestamp = _check(int, lambda v: 0 <= v <= MAX_TIME, f"an integer from 0 to {MAX_TIME}")
-_status = _check(str, STATUSES.__contains__, "an ack status")
+_status = _check(str, lambda v: v in STATUSES or v in CANCEL_STATUSES, "an ack status")
 _position = _optional(_check(int, lambda v: v >= 1, "an integer >= 1"))
 _state = _optional(_check(str, STATES.__contains__, "ready, busy or paused"))
 _positive = _check(int, lambda v: v >= 1, "a positive integer")
+_receipt_state = _check(str, RECEIPT_STATES.__contains__, "a receipt state")
+_detail = _check(
+    str, lambda v: _text(v, 0, MAX_DETAIL_CHARS), f"at most {MAX_DETAIL_CHARS} characters, no NUL"
+)
+_changed = _check(
+    str, lambda v: _text(v, 0, MAX_CHANGED_CHARS), f"at most {MAX_CHANGED_CHARS} characters, no NUL"
+)
+_flag = _optional(_check(bool, lambda v: v is True, "true"))
 
 
 @attrs.frozen
@@ -211,6 +230,9 @@ class Ack:
     status: str = attrs.field(validator=_status)
     queue_position: int | None = attrs.field(default=None, validator=_position)
     state: str | None = attrs.field(default=None, validator=_state)
+    # zcoder's extension: the receiver will report what becomes of the message (receipts).
+    # An optional key, so a version-1 peer ignores it; absent: no receipts will come.
+    receipts: bool | None = attrs.field(default=None, validator=_flag)
 
     def __attrs_post_init__(self) -> None:
         if self.queue_position is not None and self.status != "accepted":
@@ -222,6 +244,57 @@ class Ack:
         earlier attempt with this id got through, perhaps our own first one before the
         retry). Every other status means it was not stored."""
         return self.status in ("accepted", "duplicate")
+
+
+def _from_sender(inst: Receipt | Cancel) -> None:
+    if not inst.sender_instance_id.startswith(f"{inst.sender_pid}-"):
+        raise _FieldError("sender_instance_id does not start with sender_pid")
+
+
+@attrs.frozen
+class Receipt:
+    """zcoder's extension of version 1: what became of an enqueue, sent by its receiver
+    (``sender_*`` here) to the original sender's listener (``target_instance_id``).
+    ``message_id`` is the original message's, so it begins with ``target_instance_id``."""
+
+    protocol: int = attrs.field(validator=_protocol)
+    type: str = attrs.field(validator=_literal("receipt"))
+    message_id: str = attrs.field(validator=_message_id)
+    target_instance_id: str = attrs.field(validator=_instance_id)
+    sender_instance_id: str = attrs.field(validator=_instance_id)
+    sender_pid: int = attrs.field(validator=_pid)
+    state: str = attrs.field(validator=_receipt_state)
+    detail: str = attrs.field(validator=_detail)
+    changed: str = attrs.field(validator=_changed)
+    created_at: int = attrs.field(validator=_timestamp)
+
+    def __attrs_post_init__(self) -> None:
+        _from_sender(self)
+        if not self.message_id.startswith(f"{self.target_instance_id}-"):
+            raise _FieldError("message_id does not start with target_instance_id")
+
+
+@attrs.frozen
+class Cancel:
+    """zcoder's extension of version 1: the original sender (``sender_*``) withdraws a
+    message it sent to ``target_instance_id``; answered ``withdrawn``, ``too_late`` or
+    ``unknown`` (``CANCEL_STATUSES``)."""
+
+    protocol: int = attrs.field(validator=_protocol)
+    type: str = attrs.field(validator=_literal("cancel"))
+    message_id: str = attrs.field(validator=_message_id)
+    target_instance_id: str = attrs.field(validator=_instance_id)
+    sender_instance_id: str = attrs.field(validator=_instance_id)
+    sender_pid: int = attrs.field(validator=_pid)
+    created_at: int = attrs.field(validator=_timestamp)
+
+    def __attrs_post_init__(self) -> None:
+        _from_sender(self)
+        if not self.message_id.startswith(f"{self.sender_instance_id}-"):
+            raise _FieldError("message_id does not start with sender_instance_id")
+
+
+Request = Enqueue | Ping | Receipt | Cancel
 
 
 @attrs.frozen
@@ -245,12 +318,19 @@ def _converter(*, forbid_extra_keys: bool) -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=forbid_extra_keys)
     conv.register_structure_hook(int, _exact(int, "an integer"))
     conv.register_structure_hook(str, _exact(str, "a string"))
+    conv.register_structure_hook(bool, _exact(bool, "a boolean"))
     return conv
 
 
 _strict = _converter(forbid_extra_keys=True)
 _lenient = _converter(forbid_extra_keys=False)
-_REQUESTS: dict[str, type[Enqueue] | type[Ping]] = {"enqueue": Enqueue, "ping": Ping}
+_RequestClass = type[Enqueue] | type[Ping] | type[Receipt] | type[Cancel]
+_REQUESTS: dict[str, _RequestClass] = {
+    "enqueue": Enqueue,
+    "ping": Ping,
+    "receipt": Receipt,
+    "cancel": Cancel,
+}
 
 
 def _format(exc: BaseException, typ: type | None) -> str:
@@ -290,7 +370,7 @@ def _message_id_of(obj: dict[str, Any]) -> str:
     return ""
 
 
-def _request_class(obj: dict[str, Any], mid: str, me: str) -> type[Enqueue] | type[Ping]:
+def _request_class(obj: dict[str, Any], mid: str, me: str) -> _RequestClass:
     version = obj.get("protocol")
     if type(version) is not int:
         raise Rejected("invalid", mid, "protocol must be an integer")
@@ -319,7 +399,7 @@ def _decode(obj: dict[str, Any], cls: type[_T], mid: str, limits: Limits) -> _T:
     return request
 
 
-def decode_request(payload: bytes, *, my_instance_id: str, limits: Limits) -> Enqueue | Ping:
+def decode_request(payload: bytes, *, my_instance_id: str, limits: Limits) -> Request:
     """Parse and validate one request payload; ``Rejected`` says which status to answer."""
     obj = _parse(payload, limits.max_bytes)
     mid = _message_id_of(obj)
@@ -332,7 +412,7 @@ def decode_request(payload: bytes, *, my_instance_id: str, limits: Limits) -> En
     return request
 
 
-def encode_envelope(obj: Enqueue | Ping | Ack) -> bytes:
+def encode_envelope(obj: Request | Ack) -> bytes:
     """Compact UTF-8 JSON in field order, without the ack's absent optional fields."""
     fields = attrs.asdict(obj, recurse=False)
     if isinstance(obj, Ack):
@@ -352,6 +432,8 @@ def _judged(obj: dict[str, Any]) -> dict[str, Any]:
     state = obj.get("state")
     if type(state) is str and state in STATES:
         fields["state"] = state
+    if obj.get("receipts") is True:
+        fields["receipts"] = True
     return fields
 
 

@@ -29,6 +29,10 @@ What a peer gets:
   then the sender check (``invalid`` if it fails), then the spool (``duplicate``,
   ``paused``, ``full`` or ``accepted`` with ``queue_position``; a message the file system
   refuses to store is ``full`` too); a ping gets ``pong`` with the instance's ``state``;
+* zcoder's extension (``receipt``, ``cancel``): without an ``extension`` handler,
+  ``unsupported`` as from a version-1 peer; with one, the sender check, then the status
+  the handler decides. With a handler, an ``accepted`` enqueue's ack carries
+  ``"receipts":true`` (an optional key a version-1 sender ignores);
 * an unexpected failure inside the spool or the sender check: closed without an answer
   (ambiguous for the sender, who retries once with the same id).
 
@@ -53,9 +57,11 @@ from zcoder.errors import FrameError
 from zcoder.relay import wire
 from zcoder.relay.envelope import (
     Ack,
+    Cancel,
     Enqueue,
     Limits,
     Ping,
+    Receipt,
     Rejected,
     decode_request,
     encode_envelope,
@@ -64,6 +70,7 @@ from zcoder.relay.protocol import FrameDecoder, encode_frame
 from zcoder.relay.wire import PeerCred, open_unix_listener, peer_credentials
 
 __all__ = [
+    "Extension",
     "Listener",
     "ListenerStatistics",
     "PeerCred",
@@ -76,6 +83,9 @@ _log = logging.getLogger(__name__)
 
 # Called once a connection is found to wait for the rest of its frame; False: close it.
 Admit = Callable[[], bool]
+# zcoder's extension: decides a receipt or a cancel that passed the sender check, given
+# whether peer credentials confirmed its sender's pid; returns the ack status.
+Extension = Callable[[Receipt | Cancel, bool], str]
 
 
 class SpoolLike(Protocol):
@@ -108,13 +118,15 @@ class Listener:
         *,
         instance_id: str,
         spool: SpoolLike,
-        sender_check: Callable[[Enqueue], bool],
+        sender_check: Callable[[Enqueue | Receipt | Cancel], bool],
         state: Callable[[], str],
         limits: Limits,
         io_timeout: float,
         max_connections: int = 32,
+        extension: Extension | None = None,
     ) -> None:
         self._instance_id = instance_id
+        self._extension = extension
         self._spool = spool
         self._sender_check = sender_check
         self._state = state
@@ -260,18 +272,29 @@ class Listener:
             return _ack(exc.message_id, exc.status)
         if isinstance(request, Ping):
             return _ack(request.message_id, "pong", state=self._state())
+        if not isinstance(request, Enqueue) and self._extension is None:
+            return _ack(request.message_id, "unsupported")
         if not self._sender_check(request):
             _log.info("relay sender %s is not registered", request.sender_instance_id)
             return _ack(request.message_id, "invalid")
         verified = peer is not None and peer.pid == request.sender_pid
+        if not isinstance(request, Enqueue):
+            assert self._extension is not None
+            return _ack(request.message_id, self._extension(request, verified))
         status, position = self._spool.enqueue(request, verified=verified)
-        return _ack(request.message_id, status, queue_position=position)
+        receipts = True if self._extension is not None and status == "accepted" else None
+        return _ack(request.message_id, status, queue_position=position, receipts=receipts)
 
 
 def _ack(
-    message_id: str, status: str, *, queue_position: int | None = None, state: str | None = None
+    message_id: str,
+    status: str,
+    *,
+    queue_position: int | None = None,
+    state: str | None = None,
+    receipts: bool | None = None,
 ) -> Ack:
-    return Ack(1, "ack", message_id, status, queue_position, state)
+    return Ack(1, "ack", message_id, status, queue_position, state, receipts)
 
 
 async def _read_frame(

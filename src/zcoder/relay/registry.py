@@ -35,13 +35,13 @@ import logging
 import os
 import stat
 from pathlib import Path
+from typing import Protocol
 
 import attrs
 import trio
 
 from zcoder.errors import RelayError
 from zcoder.relay import client, wire
-from zcoder.relay.envelope import Enqueue
 from zcoder.relay.limits import DEFAULT_MAX_BYTES
 from zcoder.relay.manifest import (
     MAX_MANIFEST_BYTES,
@@ -102,7 +102,17 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def sender_is_registered(relay_dir: Path, envelope: Enqueue) -> bool:
+class _Sender(Protocol):
+    """What the sender check reads of a request: an enqueue, a receipt or a cancel."""
+
+    @property
+    def sender_instance_id(self) -> str: ...
+
+    @property
+    def sender_pid(self) -> int: ...
+
+
+def sender_is_registered(relay_dir: Path, envelope: _Sender) -> bool:
     """The spec's sender check: the sender id starts with its pid, a valid manifest for that
     id with the same pid is in the registry, and the process is alive. Not authentication:
     any process of the same user can forge all three."""

@@ -42,9 +42,9 @@ import trio
 from zcoder.errors import RelayError, RelayUnavailable
 from zcoder.relay import client, registry
 from zcoder.relay.changes import Changes
-from zcoder.relay.envelope import Enqueue, Limits
+from zcoder.relay.envelope import Cancel, Enqueue, Limits, Receipt
 from zcoder.relay.limits import PROTOCOL_VERSION
-from zcoder.relay.listener import Listener, open_unix_listener
+from zcoder.relay.listener import Extension, Listener, open_unix_listener
 from zcoder.relay.paths import (
     Reservation,
     ensure_relay_dir,
@@ -117,6 +117,7 @@ class RelayService:
         self._problem = ""  # why the relay failed after it started; set once
         self._spool_damaged = False  # no more claims: the spool cannot be trusted
         self._lines: list[str] = []  # storage faults to show, drained by take_problems
+        self._extension: Extension | None = None  # receipts and cancels (the app's)
 
     # -- queries --------------------------------------------------------------------------
 
@@ -200,6 +201,16 @@ class RelayService:
             self.fail(problem)
             raise RelayUnavailable(problem)
         return self._relay_dir
+
+    def set_extension(self, handler: Extension) -> None:
+        """Decide received receipts and cancels with ``handler`` (zcoder's extension of
+        version 1); before ``run``. Without one they are ``unsupported``."""
+        self._extension = handler
+
+    @property
+    def instance_id(self) -> str:
+        """This instance's id once reserved, else ``""``."""
+        return self._reservation.instance_id if self._reservation else ""
 
     def fail(self, reason: str) -> None:
         """Make the relay unavailable for good with ``reason`` (see the module docstring);
@@ -328,6 +339,7 @@ class RelayService:
             state=self._state,
             limits=self._limits,
             io_timeout=self._settings.io_timeout,
+            extension=self._extension,
         )
         # Shielded, so that on shut-down the manifest goes before the listener stops.
         listener_scope = trio.CancelScope(shield=True)
@@ -351,7 +363,7 @@ class RelayService:
                 listener_scope.cancel()
                 nursery.cancel_scope.cancel()  # the watcher
 
-    def _sender_check(self, relay_dir: Path, envelope: Enqueue) -> bool:
+    def _sender_check(self, relay_dir: Path, envelope: Enqueue | Receipt | Cancel) -> bool:
         # The check reads the sender's manifest from the relay directory: only while safe.
         try:
             self.check_dir()

@@ -97,6 +97,7 @@ class Spool:
         self._inbox: dict[str, str] = {}
         self._processing: dict[str, str] = {}
         self._settled: set[str] = set()
+        self._withdrawn: set[str] = set()  # settled by their sender's cancel
         self._last = self._load_index()
         self.changes = Changes() if changes is None else changes
         self._quarantine = Quarantine(self._dirs["quarantine"], self._changed)
@@ -326,6 +327,38 @@ class Spool:
         del self._processing[mid]
         self._inbox[mid] = name
         self._changed()
+
+    def withdraw(self, message_id: str, sender_instance_id: str) -> str:
+        """Remove a message its sender withdraws (zcoder's ``cancel``): ``withdrawn`` when
+        it was still waiting in ``inbox/`` (it is settled as by ``complete``: a retry of it
+        stays a ``duplicate``; a repeated cancel is ``withdrawn`` again), ``too_late`` when
+        it is being processed, ``unknown`` when this sender has no such message here.
+        Only the sender's own ids qualify: every accepted id begins with its sender's id.
+        ``SpoolFault`` when the file system refuses the removal (nothing changed)."""
+        if not message_id.startswith(f"{sender_instance_id}-"):
+            return "unknown"
+        if message_id in self._processing:
+            return "too_late"
+        if message_id in self._withdrawn:
+            return "withdrawn"
+        name = self._inbox.get(message_id)
+        if name is None:
+            return "too_late" if message_id in self._settled else "unknown"
+        receipt = self._dirs["done"] / f"{message_id}{_RECEIPT}"
+        try:
+            os.close(os.open(receipt, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+            os.unlink(self._dirs["inbox"] / name)
+        except FileNotFoundError:  # a claimer took it meanwhile
+            return "too_late"
+        except OSError as exc:
+            raise classify(
+                exc, self.root, f"cannot withdraw the relayed message {message_id}"
+            ) from None
+        del self._inbox[message_id]
+        self._settled.add(message_id)
+        self._withdrawn.add(message_id)
+        self._changed()
+        return "withdrawn"
 
     async def wait_for_work(self) -> None:
         """Return once ``depth() > 0`` (at once if it already is); woken by ``enqueue``."""

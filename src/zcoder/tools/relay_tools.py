@@ -13,7 +13,7 @@ a failed result that begins ``not delivered:``, and its card says the same.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from zcoder.errors import RelayError, ToolError
@@ -24,18 +24,21 @@ from zcoder.tools.base import Tool, ToolContext, ToolResult, ToolSpec
 from zcoder.visible import escape_controls
 
 __all__ = [
+    "AGENT_MESSAGE_STATUS",
     "LIST_AGENTS",
     "MAX_LISTED",
     "SEND_AGENT_MESSAGE",
     "RelayHandle",
     "check_message",
     "check_send",
+    "message_status_tool",
     "relay_tools",
     "send_to",
 ]
 
 LIST_AGENTS = "list_agents"
 SEND_AGENT_MESSAGE = "send_agent_message"
+AGENT_MESSAGE_STATUS = "agent_message_status"
 MAX_LISTED = 32  # records returned to the model; discovery itself is bounded too
 _FIELDS = ("instance_id", "project", "workspace", "pid", "profile", "model", "state")
 
@@ -179,14 +182,69 @@ def _ack_result(ack: Ack, peer: Peer) -> ToolResult:
     m = peer.manifest
     project = escape_controls(m.project)
     if ack.status == "accepted":
+        follow = _follow_up(ack)
         status = f"accepted (queue position {ack.queue_position})"
         note = f"{project} (pid {m.pid}) stored the message in its queue. {_NOT_DONE}"
-        return ToolResult(f"{status}\n{note}", summary=f"{status} by {project} (pid {m.pid})")
+        summary = f"{status} by {project} (pid {m.pid})"
+        if not ack.receipts:
+            summary += f" · {NO_RECEIPTS}"
+        return ToolResult(f"{status}\n{note}\n{follow}", summary=summary)
     if ack.status == "duplicate":
         said = f"duplicate: {project} had already accepted this message earlier"
         return ToolResult(f"{said} (same message id).\n{_NOT_DONE}", summary=said)
     why = _REFUSED.get(ack.status, "{p} answered {s}")
     return _not_delivered(why.format(p=project, i=m.instance_id, s=ack.status))
+
+
+NO_RECEIPTS = "this peer sends no receipts"
+
+
+def _follow_up(ack: Ack) -> str:
+    """What the model may learn later of a stored message, and how."""
+    if ack.receipts:
+        return (
+            f"Message id {ack.message_id}: its receiver reports when it starts and how it "
+            f"ends; {AGENT_MESSAGE_STATUS} reads the latest report. Tell the user only what "
+            "a report says."
+        )
+    return f"{NO_RECEIPTS.capitalize()}: nothing more will be known of this message."
+
+
+def message_status_tool(status: Callable[[str], str | None]) -> Tool:
+    """``agent_message_status``: the latest state of a message this instance sent, as its
+    receiver reported it (``status`` returns the record, ``None`` for an unknown id)."""
+
+    async def run(args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        message_id = args["message_id"]
+        text = status(message_id)
+        if text is None:
+            raise ToolError(
+                f"no message {escape_controls(message_id)!r} was sent from this instance"
+            )
+        state = json.loads(text.partition("\n")[0]).get("state", "?")
+        return ToolResult(text, summary=f"{message_id}: {state}")
+
+    spec = ToolSpec(
+        name=AGENT_MESSAGE_STATUS,
+        description=(
+            "Read the latest state of a message you sent with send_agent_message, as its "
+            "receiver reported it: accepted (queued, nothing more known yet), held, "
+            "started, completed or blocked (with its final answer and the files it "
+            "changed), failed, cancelled, dropped or denied. Report only what this says: "
+            "never claim a task was done unless the state is completed."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "message_id": {
+                    "type": "string",
+                    "description": "The message id from send_agent_message's result.",
+                }
+            },
+            "required": ["message_id"],
+        },
+    )
+    return Tool(spec, run)
 
 
 async def send_to(handle: RelayHandle, peer: Peer, message: str) -> ToolResult:
@@ -217,7 +275,9 @@ def _send_tool(handle: RelayHandle) -> Tool:
             "smallest self-contained task with the relevant facts; never include secrets or "
             "unrelated conversation history. The user is asked to confirm every send. The "
             "result is the receiver's acknowledgement: 'accepted' only means the message "
-            "was queued, so never claim that the other instance completed anything."
+            "was queued, so never claim that the other instance completed anything. A "
+            "receiver that sends receipts reports later (agent_message_status reads them); "
+            "report only what a receipt says."
         ),
         parameters={
             "type": "object",

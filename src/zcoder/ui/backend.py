@@ -107,6 +107,15 @@ class Backend(Protocol):
         """``""`` (show the state and help), ``pause`` or ``resume``; the lines to show."""
         ...
 
+    def relay_sent(self) -> list[str]:
+        """``/agents sent``: the messages this instance sent, latest state and age."""
+        ...
+
+    async def relay_cancel(self, ref: str) -> str:
+        """``/agents cancel REF``: withdraw a message this instance sent (by id or its
+        number in ``/agents sent``); the line to show, or ``ZcoderError``."""
+        ...
+
     async def send_message(self, args: str) -> None:
         """``/send TARGET TEXT``: deliver the text now, with no turn and no question, and
         show its card; a ``ZcoderError`` saying why when nothing was sent."""

@@ -220,6 +220,12 @@ def render_event(event: TranscriptEvent, *, width: int = 100) -> StyleAndTextTup
             result=ToolResult("", summary=event.text if one else "", diff=meta.get("diff", "")),
         )
         return [*render_tool(update, width=width), *([] if one else _tool_text(event.text, width))]
+    if event.role == "relay" and meta.get("receipt"):  # a receiver's report on our message
+        said = wrap_fragments(visible(event.text.rstrip("\n"), "class:relay.text"), width - 4)
+        return [
+            *wrap_fragments([("class:relay", one_line(meta.get("headline", "⇄ receipt")))], width),
+            *(indent(said, "  │ ", "class:relay") if event.text.strip() else []),
+        ]
     if event.role == "relay":
         said = wrap_fragments(visible(event.text.rstrip("\n"), "class:relay.text"), width - 4)
         return [

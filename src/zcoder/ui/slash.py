@@ -110,6 +110,18 @@ class SlashCommands:
             self._print("Other zcoder instances on this machine:", lines)
 
     async def agents(self, action: str) -> None:
+        word, _, rest = action.partition(" ")
+        if word == "sent":
+            lines = self.host.backend.relay_sent()
+            self._print("Messages sent from this instance:", lines)
+            return
+        if word == "cancel":
+            if not rest.strip():
+                self._notice("usage: /agents cancel ID (or its number in /agents sent)", "error")
+                return
+            with trio.fail_after(_LIST_SECONDS):
+                self._notice(await self.host.backend.relay_cancel(rest.strip()))
+            return
         if action and action != "inbox":  # the worker owns what relayed work may run
             self.host.intend(RelayControl(action))
             return

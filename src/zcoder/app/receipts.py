@@ -1,0 +1,277 @@
+"""The receiver's receipts: what became of each relayed message, told to its exact sender.
+
+``ReceiptSender.send(message, state, detail, changed)`` never blocks and never fails: it
+puts the receipt in a bounded queue (full: the receipt is dropped and logged) that one task
+of its own (``run``, in the root nursery) delivers in order, so ``started`` always comes
+before the final state. Each receipt goes to the socket of the sender's manifest, the
+manifest whose pid is the message's ``sender_pid`` (a sender gone or replaced gets none),
+with one retry and a deadline of its own; a receipt that still cannot be delivered is
+dropped. A sender that answers ``unsupported`` (a version-1 peer) gets no more receipts.
+
+``ChangeRecorder`` sits in the agent's sink and notes the workspace paths a turn's
+``write_file``, ``replace_text`` and ``apply_patch`` calls changed; a ``run_command`` that
+ran makes the receipt say that what commands changed is not known. ``final_state`` maps a
+turn's outcome to the receipt's state and detail.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+import attrs
+import trio
+
+from zcoder.agent.turns import TurnOutcome
+from zcoder.errors import RelayError
+from zcoder.flat_text import one_line
+from zcoder.live import LiveEvent, ToolUpdate, TurnSink
+from zcoder.relay import client
+from zcoder.relay.envelope import Receipt
+from zcoder.relay.limits import PROTOCOL_VERSION
+from zcoder.relay.manifest import load_manifest
+from zcoder.relay.receipt_states import (
+    MAX_CHANGED_CHARS,
+    MAX_CHANGED_PATHS,
+    MAX_DETAIL_CHARS,
+    RECEIPT_STATES,
+)
+
+__all__ = [
+    "COMMANDS_NOTE",
+    "ChangeRecorder",
+    "Origin",
+    "ReceiptSender",
+    "final_state",
+    "shorten_detail",
+]
+
+_log = logging.getLogger(__name__)
+_QUEUE = 64
+_RETRY_PAUSE = 0.2
+COMMANDS_NOTE = "(commands ran too: what they changed is not known)"
+_EDITS = frozenset({"write_file", "replace_text"})
+_PATCH_PATH = re.compile(r"^(?:\+\+\+ b/|--- a/)(\S.*)$", re.MULTILINE)
+
+
+def shorten_detail(text: str) -> str:
+    """At most ``MAX_DETAIL_CHARS``, cut with an ellipsis; NUL removed."""
+    text = text.replace("\0", "").strip()
+    if len(text) <= MAX_DETAIL_CHARS:
+        return text
+    return text[: MAX_DETAIL_CHARS - 1] + "…"
+
+
+def final_state(outcome: TurnOutcome) -> tuple[str, str]:
+    """The receipt's final state and detail for a relayed turn's outcome."""
+    if outcome.status in ("answered", "complete"):
+        return "completed", shorten_detail(outcome.text)
+    if outcome.status == "blocked":
+        return "blocked", shorten_detail(outcome.text)
+    if outcome.status == "cancelled":
+        return "cancelled", "stopped by the receiver's user"
+    if outcome.status == "error":
+        return "failed", one_line(outcome.error or "the turn failed", 300)
+    why = "it hit the step limit" if outcome.status == "step_limit" else "a loop was stopped"
+    return "failed", shorten_detail(f"{why}. {outcome.text}".strip())
+
+
+class ChangeRecorder:
+    """A ``TurnSink`` in front of ``inner`` that notes what the current turn changed."""
+
+    def __init__(self, inner: TurnSink) -> None:
+        self._inner = inner
+        self._paths: list[str] = []
+        self._commands = False
+
+    def emit(self, event: LiveEvent) -> None:
+        if isinstance(event, ToolUpdate) and event.state == "completed":
+            self._note(event)
+        self._inner.emit(event)
+
+    def _note(self, event: ToolUpdate) -> None:
+        if event.name in _EDITS and event.target:
+            self._add(event.target)
+        elif event.name == "apply_patch":
+            for path in _PATCH_PATH.findall(event.diff):
+                self._add(path.strip())
+        elif event.name == "run_command":
+            self._commands = True
+
+    def _add(self, path: str) -> None:
+        if path not in self._paths and path != "/dev/null":
+            self._paths.append(path)
+
+    def start(self) -> None:
+        self._paths, self._commands = [], False
+
+    def changed(self) -> str:
+        """The paths, one per line, bounded; then the commands note when one ran."""
+        lines = self._paths[:MAX_CHANGED_PATHS]
+        if len(self._paths) > MAX_CHANGED_PATHS:
+            lines.append(f"(and {len(self._paths) - MAX_CHANGED_PATHS} more)")
+        if self._commands:
+            lines.append(COMMANDS_NOTE)
+        text = "\n".join(one_line(line, 400) for line in lines)
+        return text[:MAX_CHANGED_CHARS]
+
+
+class Origin(Protocol):
+    """What a receipt needs of the message it reports on: an ``Enqueue``, or the ``Cancel``
+    that withdrew it (both name the message and its sender)."""
+
+    @property
+    def message_id(self) -> str: ...
+
+    @property
+    def sender_instance_id(self) -> str: ...
+
+    @property
+    def sender_pid(self) -> int: ...
+
+
+@attrs.frozen
+class _Named:
+    message_id: str
+    sender_instance_id: str
+    sender_pid: int
+
+
+@attrs.frozen
+class _Job:
+    message: Origin
+    receipt: Receipt
+
+
+@attrs.define
+class ReceiptStatistics:
+    queued: int = 0
+    delivered: int = 0
+    dropped: int = 0
+    unsupported: int = 0
+
+
+class ReceiptSender:
+    """Best-effort receipts from this instance (``me``: its id, ``""`` while unknown)."""
+
+    def __init__(
+        self,
+        *,
+        me: Callable[[], str],
+        relay_dir: Callable[[], Path | None],
+        io_timeout: float,
+        max_bytes: int,
+    ) -> None:
+        self._me = me
+        self._relay_dir = relay_dir
+        self._io_timeout = io_timeout
+        self._max_bytes = max_bytes
+        self._send, self._receive = trio.open_memory_channel[_Job](_QUEUE)
+        self._unsupported: set[str] = set()  # senders that answered unsupported
+        self._pending = 0
+        self._idle = trio.Event()
+        self._idle.set()
+        self.stats = ReceiptStatistics()
+
+    def send(self, message: Origin, state: str, detail: str = "", changed: str = "") -> None:
+        """Report ``state`` of ``message`` to its sender; never blocks, never raises for a
+        receipt it cannot send (logged and dropped). ``ValueError`` for an unknown state."""
+        if state not in RECEIPT_STATES:
+            raise ValueError(f"unknown receipt state {state!r}")
+        me = self._me()
+        sender = message.sender_instance_id
+        if not me or sender in self._unsupported:
+            return
+        try:
+            receipt = Receipt(
+                protocol=PROTOCOL_VERSION,
+                type="receipt",
+                message_id=message.message_id,
+                target_instance_id=sender,
+                sender_instance_id=me,
+                sender_pid=os.getpid(),
+                state=state,
+                detail=shorten_detail(detail),
+                changed=changed[:MAX_CHANGED_CHARS].replace("\0", ""),
+                created_at=int(time.time()),
+            )
+            self._send.send_nowait(_Job(message, receipt))
+        except (ValueError, TypeError, trio.WouldBlock) as exc:
+            self.stats.dropped += 1
+            _log.info("relay receipt %s for %s dropped: %s", state, message.message_id, exc)
+            return
+        self.stats.queued += 1
+        self._pending += 1
+        self._idle = trio.Event()
+
+    def report(self, message_id: str, state: str, detail: str) -> None:
+        """``send`` by message id alone (the inbox's ``ReceiptSink``: ``held``, ``denied``).
+        Exact: every accepted id begins with ``<pid>-<nonce>-`` of its sender, and a nonce
+        holds no dash. An id of another form is not reported."""
+        pid, _, rest = message_id.partition("-")
+        nonce, dash, _ = rest.partition("-")
+        if not (pid.isdigit() and nonce and dash):
+            return
+        try:
+            self.send(_Named(message_id, f"{pid}-{nonce}", int(pid)), state, detail)
+        except ValueError as exc:
+            _log.info("relay receipt for %s not sent: %s", message_id, exc)
+
+    async def run(self) -> None:
+        """Deliver the queued receipts, in order, until cancelled."""
+        async for job in self._receive:
+            try:
+                await self._deliver(job)
+            finally:
+                self._pending -= 1
+                if not self._pending:
+                    self._idle.set()
+
+    async def flush(self, bound: float) -> None:
+        """Wait, at most ``bound`` seconds (shielded: it runs on the way out), until every
+        queued receipt was delivered or dropped."""
+        with trio.move_on_after(bound, shield=True):
+            await self._idle.wait()
+
+    async def _deliver(self, job: _Job) -> None:
+        receipt = job.receipt
+        target = receipt.target_instance_id
+        if target in self._unsupported:
+            return
+        for attempt in (1, 2):
+            try:
+                socket_path = self._socket_of(job.message)
+                with trio.fail_after(4 * self._io_timeout):
+                    ack = await client.request(
+                        socket_path, receipt, io_timeout=self._io_timeout, max_bytes=self._max_bytes
+                    )
+            except (RelayError, trio.TooSlowError) as exc:
+                if attempt == 2:
+                    self.stats.dropped += 1
+                    _log.info("relay receipt to %s dropped: %s", target, exc or "timed out")
+                    return
+                await trio.sleep(_RETRY_PAUSE)
+                continue
+            if ack.status == "unsupported":
+                self._unsupported.add(target)
+                self.stats.unsupported += 1
+            elif ack.status == "accepted":
+                self.stats.delivered += 1
+            else:
+                self.stats.dropped += 1
+                _log.info("relay receipt to %s answered %s", target, ack.status)
+            return
+
+    def _socket_of(self, message: Origin) -> Path:
+        relay_dir = self._relay_dir()
+        if relay_dir is None:
+            raise RelayError("the relay directory is not known")
+        manifest = load_manifest(relay_dir, message.sender_instance_id)
+        if manifest.pid != message.sender_pid:
+            raise RelayError("the sender's manifest names another process")
+        return Path(manifest.socket)

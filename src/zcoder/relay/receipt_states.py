@@ -1,0 +1,41 @@
+"""The words and bounds of zcoder's receipts and cancels (its extension of version 1).
+
+Pure constants, no imports: the envelope validates with them, the app and the outbox speak
+them.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CANCEL_STATUSES",
+    "FINAL_STATES",
+    "MAX_CHANGED_CHARS",
+    "MAX_CHANGED_PATHS",
+    "MAX_DETAIL_CHARS",
+    "RECEIPT_STATES",
+]
+
+#: What a receiver reports about a message it accepted. ``started`` comes first; then one
+#: final state. ``held`` may come before ``started`` (waiting for the receiver's user).
+RECEIPT_STATES: tuple[str, ...] = (
+    "held",
+    "started",
+    "completed",
+    "blocked",
+    "failed",
+    "cancelled",
+    "dropped",
+    "denied",
+)
+FINAL_STATES = frozenset({"completed", "blocked", "failed", "cancelled", "dropped", "denied"})
+
+#: The ack statuses that answer a ``cancel`` (and only a cancel): removed from the queue,
+#: already running (only the receiver's user stops a running turn), not a message waiting
+#: there from this sender.
+CANCEL_STATUSES: tuple[str, ...] = ("withdrawn", "too_late", "unknown")
+
+#: A receipt's ``detail``: the final answer or the one-line reason, shortened to this.
+MAX_DETAIL_CHARS = 2000
+#: A receipt's ``changed``: workspace paths, one per line, at most this many and chars.
+MAX_CHANGED_PATHS = 50
+MAX_CHANGED_CHARS = 8000

@@ -1,0 +1,242 @@
+"""Receipts, the outbox and cancel (zcoder's extension of version 1), as the app wires them:
+real relay services on real sockets in one Trio run, each behind an ``AgentBackend`` with a
+scripted model; a version-1-only peer in a process of its own."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import trio
+
+from tests.agent.doubles import HANG, call, text, tools
+from tests.app.test_relay_app import Instance, pair, send, start
+from tests.relay.zsh_peer import ZshPeer
+from zcoder.app.receipts import COMMANDS_NOTE
+from zcoder.config import RelaySettings
+from zcoder.conversation import TranscriptEvent
+from zcoder.errors import CommandError
+from zcoder.live import Entry, LiveEvent
+from zcoder.relay import client
+from zcoder.relay.envelope import Cancel, Receipt
+from zcoder.relay.paths import ensure_relay_dir
+from zcoder.relay.registry import load_manifest
+from zcoder.ui.render import render_event
+
+
+async def until(check: Callable[[], bool]) -> None:
+    with trio.fail_after(10):
+        while not check():  # noqa: ASYNC110
+            await trio.sleep(0.01)
+
+
+async def reported(a: Instance, message_id: str, state: str) -> None:
+    """Until ``a`` shows the receipt ``state`` for ``message_id``."""
+
+    def seen(event: LiveEvent) -> bool:
+        meta = event.event.meta if isinstance(event, Entry) else {}
+        return meta.get("receipt") == state and meta.get("message_id") == message_id
+
+    with trio.fail_after(10):
+        await a.sink.watch(seen).wait()
+
+
+def state_of(a: Instance, message_id: str) -> str:
+    sent = a.backend.relay.outbox.outbox.get(message_id)
+    return sent.state if sent is not None else ""
+
+
+def receipts(a: Instance) -> list[TranscriptEvent]:
+    return [e for e in a.sink.entries() if e.role == "relay" and e.meta.get("receipt")]
+
+
+def only_id(a: Instance) -> str:
+    (sent,) = a.backend.relay.outbox.outbox.entries()
+    return sent.message_id
+
+
+async def test_a_task_comes_back_started_then_completed_with_answer_and_paths(
+    short_tmp: Path,
+) -> None:
+    async with pair(short_tmp) as (a, b):
+        b.approver.answers = ["y", "y"]
+        assert await send(a, b, "rename users.name\nmore detail") == "accepted"
+        mid = only_id(a)
+        b.client.replies = [
+            tools(call("write_file", path="notes.md", content="renamed\n")),
+            tools(call("run_command", command="true")),
+            text("Renamed users.name to users.full_name.\nAll tests pass."),
+        ]
+        assert await b.backend.run_relay_turn()
+        await reported(a, mid, "completed")
+        started, completed = receipts(a)
+        who = f"beta (pid {os.getpid()})"
+        assert started.meta["headline"] == f"⇄ {who} started your message: rename users.name"
+        assert completed.meta["headline"] == (
+            f"⇄ {who} completed your message: Renamed users.name to users.full_name."
+        )
+        assert "All tests pass." in completed.text
+        assert f"Changed: notes.md, {COMMANDS_NOTE}" in completed.text
+        # Persisted in the session, so shown again on resume; never a model turn.
+        assert completed in a.backend.agent.session.events
+        assert a.client.requests == []
+        (line,) = a.backend.relay_sent()
+        assert f"{mid} → {who} · completed ·" in line and "rename users.name" in line
+        status = a.backend.relay.outbox.status_text(mid)
+        assert status is not None and '"state": "completed"' in status
+        assert '"changed": ["notes.md", ' in status
+
+
+async def test_escape_on_the_receiver_gives_cancelled(short_tmp: Path) -> None:
+    async with pair(short_tmp) as (a, b):
+        assert await send(a, b, "long task") == "accepted"
+        mid = only_id(a)
+        b.client.replies = [[HANG]]
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(b.backend.run_relay_turn)
+            await reported(a, mid, "started")
+            await until(b.backend.cancel_turn)
+        await reported(a, mid, "cancelled")
+        headline = receipts(a)[-1].meta["headline"]
+        assert headline.endswith("cancelled your message: stopped by the receiver's user")
+
+
+async def test_the_receiver_leaving_with_the_message_queued_gives_dropped(
+    short_tmp: Path,
+) -> None:
+    async with pair(short_tmp) as (a, b):
+        assert await send(a, b, "later") == "accepted"
+        mid = only_id(a)
+        await b.backend.relay_farewell()
+        assert state_of(a, mid) == "dropped"
+        assert b.backend.relay.receipts.stats.delivered == 1
+
+
+async def test_cancel_withdraws_a_queued_message_and_is_too_late_for_a_running_one(
+    short_tmp: Path,
+) -> None:
+    async with pair(short_tmp) as (a, b):
+        assert [await send(a, b, m) for m in ("first", "second")] == ["accepted"] * 2
+        first, second = (s.message_id for s in a.backend.relay.outbox.outbox.entries())
+        b.client.replies = [[HANG]]
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(b.backend.run_relay_turn)
+            await reported(a, first, "started")
+            line = await a.backend.relay_cancel("2")  # its number in /agents sent
+            assert line.startswith(f"Withdrawn: beta (pid {os.getpid()}) removed message {second}")
+            assert state_of(a, second) == "cancelled"
+            assert b.backend.relay_status() == ("on", 0)  # not waiting any more
+            line = await a.backend.relay_cancel(first)
+            assert line.startswith("Too late:")
+            with pytest.raises(CommandError, match="already cancelled"):
+                await a.backend.relay_cancel(second)
+            with pytest.raises(CommandError, match="no message 'nope'"):
+                await a.backend.relay_cancel("nope")
+            b.backend.cancel_turn()
+        withdrawn = [e for e in b.sink.entries() if "withdrawn by its sender" in e.text]
+        assert len(withdrawn) == 1
+
+
+async def test_a_held_then_denied_message_is_reported_to_its_sender(short_tmp: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        a = await start(nursery, short_tmp, "alpha")
+        settings = RelaySettings(dir=short_tmp / "agents", inbound="hold")
+        b = await start(nursery, short_tmp, "beta", relay=settings)
+        assert await send(a, b, "please wait") == "accepted"
+        mid = only_id(a)
+        await reported(a, mid, "held")
+        assert (
+            receipts(a)[-1]
+            .meta["headline"]
+            .endswith("holds your message for its user: this instance holds relayed messages")
+        )
+        b.backend.relay_control("deny 1")
+        await reported(a, mid, "denied")
+        assert state_of(a, mid) == "denied"
+        nursery.cancel_scope.cancel()
+
+
+def _receipt(sender: Instance, target: Instance, message_id: str, state: str) -> Receipt:
+    return Receipt(
+        protocol=1,
+        type="receipt",
+        message_id=message_id,
+        target_instance_id=target.id,
+        sender_instance_id=sender.id,
+        sender_pid=os.getpid(),
+        state=state,
+        detail="forged",
+        changed="",
+        created_at=int(time.time()),
+    )
+
+
+async def test_a_receipt_counts_only_from_the_instance_the_message_went_to(
+    short_tmp: Path,
+) -> None:
+    async with trio.open_nursery() as nursery:
+        a = await start(nursery, short_tmp, "alpha")
+        b = await start(nursery, short_tmp, "beta")
+        c = await start(nursery, short_tmp, "gamma")
+        assert await send(a, b, "task") == "accepted"
+        mid = only_id(a)
+        socket = Path(load_manifest(short_tmp / "agents", a.id).socket)
+
+        async def deliver(request: Receipt | Cancel) -> str:
+            ack = await client.request(socket, request, io_timeout=2.0)
+            return ack.status
+
+        assert await deliver(_receipt(c, a, mid, "completed")) == "invalid"  # not sent to c
+        assert await deliver(_receipt(b, a, f"{a.id}-999", "completed")) == "invalid"  # unsent
+        assert state_of(a, mid) == "accepted"
+        assert await deliver(_receipt(b, a, mid, "completed")) == "accepted"
+        assert await deliver(_receipt(b, a, mid, "started")) == "accepted"  # no step back
+        assert state_of(a, mid) == "completed" and len(receipts(a)) == 1
+        # Only the sender cancels its own message: a cancel names its sender in the id.
+        with pytest.raises(ValueError, match="message_id does not start with sender"):
+            Cancel(1, "cancel", mid, b.id, c.id, os.getpid(), int(time.time()))
+        cancel = Cancel(1, "cancel", f"{c.id}-1", b.id, c.id, os.getpid(), int(time.time()))
+        b_socket = Path(load_manifest(short_tmp / "agents", b.id).socket)
+        ack = await client.request(b_socket, cancel, io_timeout=2.0)
+        assert ack.status == "unknown" and b.backend.relay_status() == ("on", 1)
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_version_1_peer_still_gets_tasks_and_sends_no_receipts(short_tmp: Path) -> None:
+    relay_dir = ensure_relay_dir(short_tmp / "agents")
+    with ZshPeer(relay_dir, project="digest-zsh") as zsh:
+        async with trio.open_nursery() as nursery:
+            a = await start(nursery, short_tmp, "alpha")
+            peer = next(p for p in await a.backend.relay.discover() if p.manifest.project)
+            ack = await a.backend.relay.deliver(peer, "weekly digest")
+            assert ack.status == "accepted" and ack.receipts is None
+            (line,) = a.backend.relay_sent()
+            assert "· accepted (this peer sends no receipts) ·" in line
+            # A receipt to a version-1 peer is answered unsupported, and then never sent.
+            sender = a.backend.relay.receipts
+            forged = Cancel(1, "cancel", f"{zsh.instance_id}-1", a.id, zsh.instance_id, zsh.pid, 0)
+            sender.send(forged, "started")
+            await sender.flush(5.0)
+            assert sender.stats.unsupported == 1
+            sender.send(forged, "completed", "done")
+            await sender.flush(5.0)
+            answers = [answer for _, answer in zsh.requests() if answer != "pong"]
+            assert answers == ["accepted", "unsupported"]
+            nursery.cancel_scope.cancel()
+
+
+def test_a_receipt_entry_is_drawn_again_from_the_session_as_it_was_shown() -> None:
+    event = TranscriptEvent(
+        role="relay",
+        text="Renamed it.\nChanged: a.py",
+        meta={"receipt": "completed", "headline": "⇄ beta (pid 7) completed your message: x"},
+    )
+    drawn = "".join(part[1] for part in render_event(event, width=80))
+    assert drawn.startswith("⇄ beta (pid 7) completed your message: x\n")
+    assert "  │ Renamed it.\n  │ Changed: a.py" in drawn
+    assert "relayed from" not in drawn  # not a relayed task's header
+    started = TranscriptEvent(role="relay", text="", meta={"receipt": "started", "headline": "h"})
+    assert "".join(part[1] for part in render_event(started)) == "h\n"

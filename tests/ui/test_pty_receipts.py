@@ -1,0 +1,83 @@
+"""Receipts between two real zcoder processes in two ptys (issue 9, items 1-3): the sender
+sees its task start and end without looking at the other terminal, ``/agents sent`` lists
+it, Escape on the receiver and the receiver leaving are reported, and a version-1-only peer
+still takes tasks and is said to send no receipts."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from tests.relay.zsh_peer import ZshPeer
+from tests.ui.conftest import Launch, PtyDirs, StartFake, submit, text_response
+from tests.ui.test_pty_relay import instance_id, send_from, start_agent
+from tests.ui.test_pty_relay_waits import hand_over
+
+
+def write_call(path: str, content: str) -> dict[str, Any]:
+    call = {"name": "write_file", "arguments": {"path": path, "content": content}}
+    return {"chunks": [{"tool_calls": [call]}]}
+
+
+def test_a_task_comes_back_started_then_completed_with_its_answer_and_paths(
+    launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs
+) -> None:
+    a = start_agent(launch, start_fake, pty_dirs, "alpha")
+    b = start_agent(
+        launch,
+        start_fake,
+        pty_dirs,
+        "beta",
+        write_call("notes.md", "renamed\n"),
+        text_response("Renamed users.name in beta.\nThe digest tests pass."),
+    )
+    send_from(a, instance_id(a, "beta"), "rename users.name", "tell beta")
+    who = f"beta (pid {b.app.app_pid})"
+    a.app.wait_for(f"⇄ {who} started your message: rename users.name")
+    a.app.wait_for(f"⇄ {who} completed your message: Renamed users.name in beta.")
+    a.app.wait_for("The digest tests pass.")
+    a.app.wait_for("Changed: notes.md")
+    assert (b.workspace / "notes.md").read_text() == "renamed\n"
+    submit(a.app, "/agents sent")
+    a.app.wait_for(re.compile(rf"1\. \S+ → {re.escape(who)} · completed · \d+ s ago"))
+    assert len(a.fake.chat_requests()) == 2  # the send and its answer: no turn per receipt
+
+
+def test_escape_on_the_receiver_is_reported_cancelled(
+    launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs
+) -> None:
+    a = start_agent(launch, start_fake, pty_dirs, "alpha")
+    b = start_agent(launch, start_fake, pty_dirs, "beta", text_response("slow", delay=60))
+    send_from(a, instance_id(a, "beta"), "a long task", "tell beta")
+    who = f"beta (pid {b.app.app_pid})"
+    a.app.wait_for(f"⇄ {who} started your message")
+    b.app.press("escape")
+    a.app.wait_for(f"⇄ {who} cancelled your message: stopped by the receiver's user")
+
+
+def test_the_receiver_leaving_with_the_message_queued_is_reported_dropped(
+    launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs
+) -> None:
+    a, b = hand_over(launch, start_fake, pty_dirs)
+    who = f"beta (pid {b.app.app_pid})"
+    submit(b.app, "/quit")
+    b.app.wait_for("leaving drops it")
+    b.app.press("ctrl-d")
+    assert b.app.wait_exit() == 0
+    a.app.wait_for(f"⇄ {who} dropped your message: the receiver exited before running it")
+    submit(a.app, "/agents sent")
+    a.app.wait_for(f"→ {who} · dropped ·")
+
+
+def test_a_version_1_peer_takes_the_task_and_sends_no_receipts(
+    launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs
+) -> None:
+    a = start_agent(launch, start_fake, pty_dirs, "alpha")
+    with ZshPeer(Path(pty_dirs.relay), project="digest-zsh") as zsh:
+        send_from(a, zsh.instance_id, "weekly digest", "tell the zsh agent")
+        a.app.wait_for("accepted (queue position 1) by digest-zsh")
+        a.app.wait_for("this peer sends no receipts")
+        submit(a.app, "/agents sent")
+        a.app.wait_for("· accepted (this peer sends no receipts) ·")
+        assert [s for _, s in zsh.requests() if s != "pong"] == ["accepted"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -53,6 +54,22 @@ def _run(
         start_new_session=new_session,  # no controlling terminal: approvals are denied
         env={**os.environ, "ZCODER_MODEL": MODEL},
     )
+
+
+def _read_until(fd: int, text: str, timeout: float = 10.0) -> str:
+    """What ``fd`` (a pty master) yields until ``text`` has arrived.
+
+    One read is not enough: the pty hands the slave's output over in pieces, and under load
+    the echo of the typed input can arrive alone before the prompts.
+    """
+    deadline = time.monotonic() + timeout
+    shown = b""
+    while text.encode() not in shown:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise AssertionError(f"no {text!r} on the terminal, only {shown!r}")
+        shown += os.read(fd, 4096)
+    return shown.decode()
 
 
 def _session_id(stderr: str) -> str:
@@ -347,8 +364,8 @@ async def test_tty_approver_reads_the_terminal() -> None:
         os.write(master, b"what\ny\n")
         req = ApprovalRequest(kind="command", text="ls", choices=("y", "a", "n"), cwd="/w")
         assert await approver.ask(req) == "y"
-        shown = os.read(master, 4096).decode()
-        assert "run a command in /w" in shown and "Please answer y/a/n: " in shown
+        shown = _read_until(master, "Please answer y/a/n: ")
+        assert "run a command in /w" in shown
     finally:
         os.close(master)
         os.close(slave)

@@ -227,7 +227,7 @@ async def test_warmup_is_disposable(
     await stack.agent.warmup()
     assert fake.requests[0]["model"] == MODEL
     assert fake.requests[0]["options"]["num_predict"] == 1
-    assert fake.outcomes == ["warmup"]
+    assert fake.wait_for_outcomes(1) == ["warmup"]
     assert stack.session.history == [] and stack.session.events == []
 
 

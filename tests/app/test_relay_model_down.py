@@ -138,7 +138,7 @@ async def test_a_missing_model_holds_the_message_until_a_local_turn_reaches_the_
             async with receiver(nursery, short_tmp, fake.url) as b:
                 assert await send(a, b, "the task") == "accepted"
                 assert await b.backend.run_relay_turn() is True
-                assert fake.outcomes == ["model_not_found"]
+                assert fake.wait_for_outcomes(1) == ["model_not_found"]
                 assert b.backend.relay_waits_for_model()
                 assert b.backend.relay_status() == ("on", 1)
                 fake.set_script({"models": [MODEL], "responses": [{"chunks": [{"content": "ok"}]}]})
@@ -146,7 +146,7 @@ async def test_a_missing_model_holds_the_message_until_a_local_turn_reaches_the_
                 assert b.backend.relay_waiting()
                 assert await b.backend.run_relay_turn() is True
                 refused, local, relayed = fake.requests
-                assert fake.outcomes == ["model_not_found", "complete", "complete"]
+                assert fake.wait_for_outcomes(3) == ["model_not_found", "complete", "complete"]
                 assert len(records(refused)) == 1 and records(local) == []  # not kept
                 assert len(records(relayed)) == 1
                 assert b.backend.relay_status() == ("on", 0)
@@ -163,7 +163,7 @@ async def test_a_turn_that_reached_the_model_is_consumed_even_if_it_failed(
             async with receiver(nursery, short_tmp, fake.url) as b:
                 assert await send(a, b, "the task") == "accepted"
                 assert await b.backend.run_relay_turn() is True
-                assert fake.outcomes == ["error_line"]
+                assert fake.wait_for_outcomes(1) == ["error_line"]
                 # At most once: the model may have acted on it, so it never runs again.
                 assert b.backend.relay_status() == ("on", 0) and os.listdir(b.inbox) == []
                 assert not b.backend.relay_waits_for_model()

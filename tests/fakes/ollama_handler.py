@@ -35,6 +35,10 @@ _FAILURE_KEYS = ("stall_after", "malformed_after", "error_line_after")
 _STREAM_ENDS = ("complete", "no_done", "malformed", "error_line")
 
 
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
 def _ndjson(obj: Any) -> bytes:
     return json.dumps(obj).encode() + b"\n"
 
@@ -232,12 +236,12 @@ class FakeOllamaHandler(BaseHTTPRequestHandler):
             return True
 
     def _write_chunk(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.write(_chunk(data))
 
     def _last_line(self, data: bytes, outcome: str) -> str:
-        if data:
-            self._write_chunk(data)
-        self.wfile.write(b"0\r\n\r\n")
+        # One write: a client that hangs up once it has the last line (an error line, say)
+        # cannot make the end of the stream fail and the outcome read client_disconnected.
+        self.wfile.write((_chunk(data) if data else b"") + b"0\r\n\r\n")
         return outcome
 
     def _read_body(self) -> bytes:

@@ -8,6 +8,9 @@ can all use it::
         ...
         fake.requests                     # every POST /api/chat body received, in order
         fake.wait_for_outcomes(1)         # how each chat request ended (see below)
+                                          # (recorded after the reply's last byte, so a
+                                          # client may have it all first: wait, never
+                                          # read fake.outcomes while the fake runs)
         fake.connection_count             # TCP connections accepted so far
 
     python -m tests.fakes.ollama_server --script FILE.json [--port N]

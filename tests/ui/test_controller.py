@@ -26,7 +26,7 @@ from zcoder.session_data import SessionSummary
 from zcoder.ui.approval import ApprovalLine
 from zcoder.ui.backend import SessionRow, Unrun
 from zcoder.ui.controller import Controller
-from zcoder.ui.events import Intent, Show, UiEvent, WorkerEvent
+from zcoder.ui.events import Intent, Show, TurnEnded, UiEvent, WorkerEvent
 from zcoder.ui.status import Status, render_status
 from zcoder.ui.terminal import Terminal
 
@@ -214,6 +214,7 @@ class Harness:
     clock: list[float]
     exited: trio.Event = attrs.Factory(trio.Event)
     reason: str = ""
+    turns_ended: int = 0  # TurnEnded events the controller has shown
 
     def keys(self, text: str) -> None:
         self.inp.send_text(text)
@@ -263,6 +264,16 @@ def run(body: Callable[[Harness], Awaitable[None]], backend: FakeBackend, **kw: 
             controller = Controller(terminal, backend, keys, intents_send, events)
             h = Harness(terminal, controller, worker, backend, inp, printed, clock)
             box.append(h)
+            apply = controller.presenter.apply
+
+            def counting_apply(event: WorkerEvent) -> None:
+                # A turn the backend has seen may not have reached the controller yet
+                # (turn_active still False): the count says when its end was shown.
+                apply(event)
+                if isinstance(event, TurnEnded):
+                    h.turns_ended += 1
+
+            controller.presenter.apply = counting_apply  # type: ignore[method-assign]
 
             async def run_controller() -> None:
                 h.reason = await controller.run()
@@ -316,8 +327,8 @@ def test_enter_during_a_turn_queues_the_next_prompt() -> None:
         assert h.terminal.view.queued == ["two"]
         assert "⧗ two" in to_plain_text(h.terminal.view.render_live(20))
         h.backend.gate.set()
-        await h.until(lambda: h.backend.turns == ["one", "two"])
-        await h.until(lambda: not h.controller.turn_active)
+        await h.until(lambda: h.turns_ended == 2)
+        assert h.backend.turns == ["one", "two"] and not h.controller.turn_active
         assert h.terminal.status.queued_prompts == 0
 
     run(body, FakeBackend(), warmup=False)
@@ -494,8 +505,9 @@ def test_a_waiting_relayed_message_runs_before_the_next_local_prompt() -> None:
         h.backend.changed()
         await h.until(lambda: h.terminal.status.relay_queued == 1)
         h.backend.gate.set()
-        await h.until(lambda: h.backend.turns == ["one", "relay: from a peer", "two"])
-        await h.until(lambda: not h.controller.turn_active)
+        await h.until(lambda: h.turns_ended == 3)
+        assert h.backend.turns == ["one", "relay: from a peer", "two"]
+        assert not h.controller.turn_active
         assert (h.terminal.status.relay, h.terminal.status.relay_queued) == ("on", 0)
 
     h = run(body, FakeBackend(), warmup=False)
@@ -525,8 +537,8 @@ def test_escape_on_a_relayed_turn_holds_the_waiting_relayed_messages() -> None:
         h.keys("local\r")  # local prompts still run while relayed work is held
         await h.until(lambda: h.backend.turns == ["relay: first", "local"])
         h.backend.gate.set()
-        await h.until(lambda: not h.controller.turn_active)
-        assert h.backend.turns == ["relay: first", "local"]
+        await h.until(lambda: h.turns_ended == 2)
+        assert h.backend.turns == ["relay: first", "local"] and not h.controller.turn_active
         h.backend.relay_gate = None
         h.keys("/agents resume\r")
         await h.until(lambda: h.backend.turns[-2:] == ["relay: second", "relay: third"])

@@ -37,7 +37,8 @@ class FailingBackend(FakeBackend):
 def test_a_failed_turn_stays_shown_through_slash_commands() -> None:
     async def body(h: Harness) -> None:
         h.keys("hello\r")
-        await h.until(lambda: h.backend.turns == ["hello"] and not h.controller.turn_active)
+        await h.until(lambda: h.turns_ended == 1)
+        assert h.backend.turns == ["hello"] and not h.controller.turn_active
         assert h.terminal.status.state == "error"
         h.keys("/help\r")
         await h.until(lambda: "Commands:" in h.output)

@@ -116,10 +116,10 @@ class RelayLink:
         service = self.service
         if service is None:
             return []
-        lines = service.take_problems()
-        if service.problem and not self._told:
+        lines = service.health.take_problems()
+        if service.health.problem and not self._told:
             self._told = True
-            lines.append(unavailable_line(service.problem))
+            lines.append(unavailable_line(service.health.problem))
         return lines
 
     def _spool_call(self, action: str, call: Callable[[], object]) -> bool:
@@ -132,12 +132,12 @@ class RelayLink:
             call()
         except SpoolFault as fault:
             if service is not None:
-                service.spool_fault(fault)
+                service.health.spool_fault(fault)
             return False
         except Exception as exc:
             _log.exception("relay spool %s failed", action)
             if service is not None:
-                service.fail(f"the relay spool failed to {action}: {exc}")
+                service.health.fail(f"the relay spool failed to {action}: {exc}")
             return False
         return True
 
@@ -280,7 +280,7 @@ class RelayLink:
             state,
             instance_id=service.status().instance_id,
             pid=os.getpid(),
-            relay_dir=service.relay_dir,
+            relay_dir=service.health.relay_dir,
             waiting=waiting,
             running=self._running is not None,
         )
@@ -323,7 +323,7 @@ class RelayLink:
     async def deliver(self, peer: Peer, message: str) -> Ack:
         if self.service is None:
             raise RelayUnavailable(self.reason)
-        self.service.check_dir()  # nothing is sent from a directory that became unsafe
+        self.service.health.check_dir()  # nothing is sent from a directory that became unsafe
         try:
             envelope = self.service.new_envelope(peer.manifest.instance_id, message)
         except ValueError as exc:

@@ -117,7 +117,7 @@ async def test_send_with_the_relay_off_says_why(short_tmp: Path) -> None:
     async with trio.open_nursery() as nursery:
         a = await start(nursery, short_tmp, "alpha")
         assert a.backend.relay.service is not None
-        a.backend.relay.service.fail("test: the relay broke")
+        a.backend.relay.service.health.fail("test: the relay broke")
         with pytest.raises(ZcoderError, match="/send: the relay is not running in this instance"):
             await a.backend.send_message("@beta hello")
         nursery.cancel_scope.cancel()

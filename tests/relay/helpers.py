@@ -268,9 +268,11 @@ async def _obey(service: RelayService, line: str) -> str:
 
 async def _send(service: RelayService, target: str, message_id: str, body: str) -> str:
     envelope = attrs.evolve(service.new_envelope(target, json.loads(body)), message_id=message_id)
-    assert service.relay_dir is not None
+    assert service.health.relay_dir is not None
     try:
-        ack = await client.send(service.relay_dir / f"a-{target}.sock", envelope, io_timeout=2.0)
+        ack = await client.send(
+            service.health.relay_dir / f"a-{target}.sock", envelope, io_timeout=2.0
+        )
     except RelayError as exc:
         return f"ERROR {exc}"
     return f"ACK {ack.status} {ack.queue_position or '-'}"

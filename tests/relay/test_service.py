@@ -338,7 +338,7 @@ async def test_new_envelope_carries_this_instance(short_tmp: Path) -> None:
             "weekly-digest",
             "/work/app/weekly-digest",
         )
-        assert svc.relay_dir == short_tmp / "agents"
+        assert svc.health.relay_dir == short_tmp / "agents"
         with pytest.raises(ValueError, match="body"):
             svc.new_envelope("77-peer", "   ")
         nursery.cancel_scope.cancel()
@@ -358,7 +358,7 @@ async def test_an_enqueue_received_from_an_unsafe_relay_dir_is_refused(short_tmp
         assert ack.status == "invalid" and svc.status().queued == 0
         status = svc.status()
         assert not status.available and "has mode 0711" in status.reason
-        assert svc.problem == status.reason
+        assert svc.health.problem == status.reason
         assert f"a-{iid}.json" not in our_files(relay_dir)  # withdrawn at once
         await trio.testing.wait_all_tasks_blocked()
         assert our_files(relay_dir) == [f"a-{me.instance_id}.json"]  # the socket went too
@@ -369,14 +369,14 @@ async def test_fail_is_told_once_and_the_first_reason_wins(short_tmp: Path) -> N
     svc = make_service(short_tmp)
     async with trio.open_nursery() as nursery:
         await nursery.start(svc.run)
-        svc.fail("first")
+        svc.health.fail("first")
         told = svc.changes.count
-        svc.fail("second")
+        svc.health.fail("second")
         assert svc.changes.count == told  # nothing new to tell
         await trio.testing.wait_all_tasks_blocked()
-        assert svc.problem == "first" and svc.status().reason == "first"
+        assert svc.health.problem == "first" and svc.status().reason == "first"
         with pytest.raises(RelayUnavailable, match=r"^first$"):
-            svc.check_dir()
+            svc.health.check_dir()
         svc.pause()  # harmless once failed
         nursery.cancel_scope.cancel()
 
@@ -398,6 +398,6 @@ async def test_the_watch_tells_a_storage_fault_once(
         with trio.fail_after(10):
             while len(calls) < 5:  # noqa: ASYNC110
                 await trio.sleep(0.001)
-        assert svc.take_problems() == ["cannot list the relay spool: Permission denied"]
+        assert svc.health.take_problems() == ["cannot list the relay spool: Permission denied"]
         assert svc.status().available
         nursery.cancel_scope.cancel()

@@ -168,11 +168,11 @@ async def test_a_service_whose_runtime_dir_is_full_answers_full_over_the_socket(
         stored = statuses.count("accepted")
         assert 0 < stored < 40 and statuses[stored:] == ["full"] * (40 - stored)
         assert svc.status().queued == stored and svc.status().available
-        (line,) = svc.take_problems()
+        (line,) = svc.health.take_problems()
         assert "No space left on device" in line
         svc.pause()  # the state file cannot be written: a line, not a crash
         assert svc.status().paused
-        (line,) = svc.take_problems()
+        (line,) = svc.health.take_problems()
         assert "cannot record the relay state 'paused'" in line
         nursery.cancel_scope.cancel()
     assert os.listdir(small_tmpfs) == []

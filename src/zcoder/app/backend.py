@@ -20,7 +20,7 @@ from zcoder.agent.agent import Agent, RelaySender, TurnRequest
 from zcoder.agent.model import ModelClient
 from zcoder.agent.rounds import describe_model_error
 from zcoder.agent.servers import missing_model_fix
-from zcoder.app.inbox import INBOX_ACTIONS, Inbox, ReceiptSink, read_waiting
+from zcoder.app.inbox import INBOX_ACTIONS, Inbox, ReceiptSink
 from zcoder.app.receipts import ChangeRecorder, final_state
 from zcoder.app.relay import RelayLink
 from zcoder.app.relay_labels import SendLabels
@@ -33,7 +33,6 @@ from zcoder.config import Config
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError, ModelError, SessionError, ZcoderError
 from zcoder.live import Entry, LiveEvent, ToolUpdate, TurnSink
-from zcoder.relay.envelope import Limits
 from zcoder.relay.spool import Claimed
 from zcoder.relay.targets import target_completions
 from zcoder.session import Session, SessionStore, SessionSummary
@@ -274,10 +273,7 @@ class AgentBackend:
 
     def _observe_inbox(self) -> None:
         """Mark the newly waiting messages held or not; show each new hold once."""
-        spool = self.relay.service.spool if self.relay.service is not None else None
-        settings = self._config.relay
-        limits = Limits(max_bytes=settings.max_bytes, max_message_chars=settings.max_message_chars)
-        for notice in self.inbox.observe(read_waiting(spool, limits)):
+        for notice in self.inbox.observe(self.relay.inbox()):
             self._show(TranscriptEvent(role="system", text=notice))
 
     def relay_waiting(self) -> bool:

@@ -1,9 +1,11 @@
 """The app's side of the relay: the service in the root nursery, claims for the worker, the
 tools' handle, the status line and ``/agents``.
 
-``RelayLink`` starts ``RelayService`` (unless ``ZCODER_RELAY=off`` or a relay setting is
-invalid) and translates it for the app. Only the foreground claims: one message at a time,
-and never while paused (accepted messages wait and run in FIFO order after ``resume``).
+``RelayLink`` is the one object through which the app uses the relay: it starts
+``RelayService`` (lifecycle and manifest, unless ``ZCODER_RELAY=off`` or a relay setting is
+invalid) and translates it and its ``health`` for the app; no other app module reaches the
+service. Only the foreground claims: one message at a time, and never while paused
+(accepted messages wait and run in FIFO order after ``resume``).
 Nothing here runs for the listener: the spool and the service note each change in the
 relay's one ``Changes``, the worker awaits it (``wait_for_change``) and then calls ``sync``,
 which offers the relay tools through ``on_tools`` (both while the relay is available, none
@@ -14,7 +16,7 @@ What ``/agents`` shows is ``control``'s ``AgentsView``; the words are ``ui/agent
 Faults: ``sync`` returns each line to show the user, once: the relay's failure after its
 start (``Relay unavailable: <reason>``), quarantined spool entries, storage faults. Every
 spool call of the foreground goes through ``_spool_call``, the one place that turns a
-failure into the service's ``fail``/``spool_fault``: no spool fault reaches the app. After a
+failure into ``health.fail``/``health.spool_fault``: no spool fault reaches the app. After a
 failure that did not damage the spool, the messages already accepted still run.
 """
 
@@ -28,6 +30,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from zcoder.app.inbox import Waiting, read_waiting
 from zcoder.app.receipts import ReceiptSender
 from zcoder.app.relay_labels import TargetNames
 from zcoder.app.relay_outbox import RelayOutbox
@@ -66,7 +69,7 @@ class RelayLink:
         self._config = config
         self._runtime_dir = runtime_dir
         self._on_tools = on_tools
-        self.service: RelayService | None = None
+        self.service: RelayService | None = None  # read by tests; the app asks this object
         self._reason = _off_reason(config)
         self._names = TargetNames()
         self._running: Claimed | None = None
@@ -77,7 +80,7 @@ class RelayLink:
         # zcoder's extension: receipts to our senders, the outbox of what we sent.
         self.receipts = ReceiptSender(
             me=lambda: self.service.instance_id if self.service is not None else "",
-            relay_dir=lambda: self.service.relay_dir if self.service is not None else None,
+            relay_dir=lambda: self.service.health.relay_dir if self.service is not None else None,
             io_timeout=config.relay.io_timeout,
             max_bytes=config.relay.max_bytes,
         )
@@ -135,10 +138,10 @@ class RelayLink:
         service = self.service
         if service is None:
             return []
-        lines = service.take_problems()
-        if service.problem and not self._told:
+        lines = service.health.take_problems()
+        if service.health.problem and not self._told:
             self._told = True
-            lines.append(unavailable_line(service.problem))
+            lines.append(unavailable_line(service.health.problem))
         return lines
 
     def _spool_call(self, action: str, call: Callable[[], object]) -> bool:
@@ -151,12 +154,12 @@ class RelayLink:
             call()
         except SpoolFault as fault:
             if service is not None:
-                service.spool_fault(fault)
+                service.health.spool_fault(fault)
             return False
         except Exception as exc:
             _log.exception("relay spool %s failed", action)
             if service is not None:
-                service.fail(f"the relay spool failed to {action}: {exc}")
+                service.health.fail(f"the relay spool failed to {action}: {exc}")
             return False
         return True
 
@@ -190,7 +193,7 @@ class RelayLink:
     def waiting(self) -> bool:
         """A message waits and the foreground may take it (not paused, none running; also
         after a failure of the relay that left the spool intact)."""
-        spool = self.service.spool if self.service is not None else None
+        spool = self._spool()
         if spool is None or spool.paused or self._running is not None:
             return False
         return self.status()[1] > 0
@@ -214,7 +217,7 @@ class RelayLink:
         """The oldest waiting message not in ``skip`` (held ones), or ``None``, and the
         quarantine reports to show (those that ``sync`` has not already returned). A claim
         that fails makes the relay fail and ends the claims: retrying would only fail again."""
-        spool = self.service.spool if self.service is not None else None
+        spool = self._spool()
         if spool is None or spool.paused or self._running is not None:
             return None, []
 
@@ -246,7 +249,7 @@ class RelayLink:
         """Settle a waiting message without running it (a held message the user denied):
         claimed and settled at once, so a retry of it stays a duplicate. ``False`` when it
         no longer waits (it ran, or it is gone) or the spool refused (a fault, handed on)."""
-        spool = self.service.spool if self.service is not None else None
+        spool = self._spool()
         if spool is None or self._running is not None:
             return False
         found: list[Claimed] = []
@@ -265,7 +268,7 @@ class RelayLink:
         nothing of it ran); ``""``, or the problem to show when it could not be put back:
         then it is settled as by ``complete`` (never run twice) and the problem says so."""
         self._running = None
-        spool = self.service.spool if self.service is not None else None
+        spool = self._spool()
         try:
             if spool is not None:
                 spool.unclaim(claimed)
@@ -277,10 +280,20 @@ class RelayLink:
 
     def unrun(self) -> list[Unrun]:
         """The accepted messages that have not run (not the running one), oldest first."""
-        spool = self.service.spool if self.service is not None else None
+        return read_unrun(self._spool(), self._limits())
+
+    def inbox(self) -> list[Waiting]:
+        """The messages waiting in the spool's inbox, oldest first (what ``Inbox`` decides
+        to hold); ``[]`` without a spool to claim from."""
+        return read_waiting(self._spool(), self._limits())
+
+    def _spool(self) -> Spool | None:
+        """The spool to claim from (``RelayService.spool``), else ``None``."""
+        return self.service.spool if self.service is not None else None
+
+    def _limits(self) -> Limits:
         settings = self._config.relay
-        limits = Limits(max_bytes=settings.max_bytes, max_message_chars=settings.max_message_chars)
-        return read_unrun(spool, limits)
+        return Limits(max_bytes=settings.max_bytes, max_message_chars=settings.max_message_chars)
 
     # -- /agents and /list-agents ---------------------------------------------------------
 
@@ -308,7 +321,7 @@ class RelayLink:
             state,
             instance_id=service.status().instance_id,
             pid=os.getpid(),
-            relay_dir=service.relay_dir,
+            relay_dir=service.health.relay_dir,
             waiting=waiting,
             running=self._running is not None,
         )
@@ -351,7 +364,7 @@ class RelayLink:
     async def deliver(self, peer: Peer, message: str) -> Ack:
         if self.service is None:
             raise RelayUnavailable(self.reason)
-        self.service.check_dir()  # nothing is sent from a directory that became unsafe
+        self.service.health.check_dir()  # nothing is sent from a directory that became unsafe
         try:
             envelope = self.service.new_envelope(peer.manifest.instance_id, message)
         except ValueError as exc:

@@ -72,7 +72,7 @@ async def cancel_sent(link: RelayLink, ref: str) -> str:
     service = link.service
     if service is None or not link.available:
         raise RelayUnavailable(f"the relay is not running in this instance: {link.reason}")
-    relay_dir = service.check_dir()
+    relay_dir = service.health.check_dir()
     settings = link.config.relay
 
     def socket_of(instance_id: str) -> Path:

@@ -12,14 +12,10 @@ directory.
 
 Nothing here takes the app down. When the relay cannot start, ``status()`` says
 unavailable with one reason and ``run`` keeps sleeping until it is cancelled. Every failure
-after the start goes through ``fail(reason)``, once (the first reason wins, ``problem``):
-the listener crashed, a manifest refresh could not be written, the relay directory is no
-longer safe (``check_dir``: every discovery, send, received enqueue and every
-``scan_interval``), or the spool is damaged (``SpoolFault`` with ``damaged``). The relay is
-then unavailable for good: the manifest is withdrawn, the listener stops and the socket
-goes, but the spool stays until the service ends, so that messages already accepted still
-run. A storage fault that is not damage (a full or read-only disk) leaves the relay running
-and becomes one line for the user. The lines to show are drained by ``take_problems``.
+after the start, and every spool fault, goes through ``health`` (``relay/health.py``:
+``fail``, ``spool_fault``, ``check_dir``, the periodic watch, ``take_problems``); a failure
+withdraws the manifest and stops the listener here, but the spool stays until the service
+ends, so that messages already accepted still run.
 
 Every change (availability, pause state, depth, a fault) is noted in ``changes``, the one
 ``Changes`` shared with the spool; the app awaits it. Nothing here calls out to the app.
@@ -43,12 +39,12 @@ from zcoder.errors import RelayError, RelayUnavailable
 from zcoder.relay import client, registry
 from zcoder.relay.changes import Changes
 from zcoder.relay.envelope import Cancel, Enqueue, Limits, Receipt
+from zcoder.relay.health import RelayHealth
 from zcoder.relay.limits import PROTOCOL_VERSION
 from zcoder.relay.listener import Extension, Listener, open_unix_listener
 from zcoder.relay.paths import (
     Reservation,
     ensure_relay_dir,
-    relay_dir_problem,
     reserve_instance,
     select_relay_dir,
 )
@@ -101,8 +97,6 @@ class RelayService:
         self._activity = "ready"  # ready or busy; the manifest says paused while paused
         self._want_paused = settings.mode == "paused"
         self._available = False
-        self._reason = "the relay has not started"
-        self._relay_dir: Path | None = None
         self._reservation: Reservation | None = None
         self._spool: Spool | None = None
         self._published = False
@@ -113,10 +107,12 @@ class RelayService:
         )
         self._stop = trio.Event()
         self.changes = Changes()  # shared with the spool: one wait for every change
-        self._scan_interval = SCAN_INTERVAL if scan_interval is None else scan_interval
-        self._problem = ""  # why the relay failed after it started; set once
-        self._spool_damaged = False  # no more claims: the spool cannot be trusted
-        self._lines: list[str] = []  # storage faults to show, drained by take_problems
+        self.health = RelayHealth(
+            changes=self.changes,
+            spool=lambda: self._spool,
+            on_fail=self._stop_serving,
+            scan_interval=SCAN_INTERVAL if scan_interval is None else scan_interval,
+        )
         self._extension: Extension | None = None  # receipts and cancels (the app's)
 
     # -- queries --------------------------------------------------------------------------
@@ -125,36 +121,18 @@ class RelayService:
         spool = self._spool
         return RelayStatus(
             available=self._available,
-            reason="" if self._available else self._reason,
+            reason="" if self._available else self.health.reason,
             instance_id=self._reservation.instance_id if self._reservation else "",
             paused=spool.paused if spool is not None else self._want_paused,
-            queued=_unfinished(spool, damaged=self._spool_damaged),
+            queued=_unfinished(spool, damaged=self.health.damaged),
         )
-
-    @property
-    def problem(self) -> str:
-        """Why the relay failed after it had started (``fail``), or ``""``."""
-        return self._problem
-
-    def take_problems(self) -> list[str]:
-        """The lines to show the user since the last call: quarantined spool entries and
-        storage faults (the failure itself is ``problem``)."""
-        lines, self._lines = self._lines, []
-        if self._spool is not None:
-            lines.extend(self._spool.take_problems())
-        return lines
-
-    @property
-    def relay_dir(self) -> Path | None:
-        """The canonical shared relay directory once found safe, else ``None``."""
-        return self._relay_dir
 
     def new_envelope(self, target_instance_id: str, body: str) -> Enqueue:
         """An ``enqueue`` from this instance with a fresh message id (``<id>-<counter>``);
         ``RelayUnavailable`` while the relay is not available, ``ValueError`` for a field
         the envelope refuses (empty body, bad target id)."""
         if not self._available or self._reservation is None:
-            raise RelayUnavailable(self._reason)
+            raise RelayUnavailable(self.health.reason)
         self._sent += 1
         project, workspace = self._identity
         instance_id = self._reservation.instance_id
@@ -174,33 +152,19 @@ class RelayService:
     @property
     def spool(self) -> Spool | None:
         """The spool to claim from while it exists and is not damaged, else ``None``."""
-        return None if self._spool_damaged else self._spool
+        return None if self.health.damaged else self._spool
 
     async def discover(self) -> list[Peer]:
         """The live peers, excluding this instance, while the relay directory is still safe
-        (``check_dir``); ``RelayUnavailable`` otherwise (the reason), ``RelayError`` if the
-        directory cannot be read."""
-        relay_dir = self.check_dir()
+        (``health.check_dir``); ``RelayUnavailable`` otherwise (the reason), ``RelayError``
+        if the directory cannot be read."""
+        relay_dir = self.health.check_dir()
         return await registry.discover(
             relay_dir,
             exclude_instance_id=self._reservation.instance_id if self._reservation else None,
             io_timeout=self._settings.io_timeout,
             max_bytes=self._settings.max_bytes,
         )
-
-    def check_dir(self) -> Path:
-        """The relay directory, if the relay has not failed and the directory is still our
-        private one (one ``lstat``); else ``RelayUnavailable`` with the reason, and a
-        directory found unsafe makes the relay fail."""
-        if self._problem:
-            raise RelayUnavailable(self._problem)
-        if self._relay_dir is None:
-            raise RelayUnavailable(self._reason)
-        problem = relay_dir_problem(self._relay_dir)
-        if problem:
-            self.fail(problem)
-            raise RelayUnavailable(problem)
-        return self._relay_dir
 
     def set_extension(self, handler: Extension) -> None:
         """Decide received receipts and cancels with ``handler`` (zcoder's extension of
@@ -211,32 +175,6 @@ class RelayService:
     def instance_id(self) -> str:
         """This instance's id once reserved, else ``""``."""
         return self._reservation.instance_id if self._reservation else ""
-
-    def fail(self, reason: str) -> None:
-        """Make the relay unavailable for good with ``reason`` (see the module docstring);
-        the first reason wins, later calls do nothing. Never raises."""
-        if self._problem:
-            return
-        _log.warning("relay failed: %s", reason)
-        self._problem = self._reason = reason
-        self._withdraw()  # now, not when the service task next runs: no peer lists it again
-        self._stop.set()
-        self._changed()
-
-    def spool_fault(self, fault: SpoolFault) -> None:
-        """Damage makes the relay fail and ends the claims; any other fault is one line
-        for the user."""
-        if fault.damaged:
-            lost = self._spool.waiting() if self._spool is not None else 0
-            self._spool_damaged = True
-            many = "s" if lost > 1 else ""
-            self.fail(
-                f"{fault}; {lost} accepted message{many} will not run" if lost else str(fault)
-            )
-        else:
-            _log.warning("relay: %s", fault)
-            self._lines.append(str(fault))
-            self._changed()
 
     # -- control --------------------------------------------------------------------------
 
@@ -276,7 +214,7 @@ class RelayService:
             if not reason:
                 reason = await self._serve(signal_started)
             if started[0]:
-                self.fail(reason)  # a no-op when fail() ended it
+                self.health.fail(reason)  # a no-op when fail() ended it
             else:  # nothing was ever accepted: no spool to keep
                 self._remove_spool()
                 self._go_unavailable(reason)
@@ -312,11 +250,11 @@ class RelayService:
             return f"the relay failed: {_reason(exc)}"
         finally:
             self._cleanup()
-        return self._reason
+        return self.health.reason
 
     def _prepare(self) -> None:
         relay_dir = ensure_relay_dir(select_relay_dir(self._settings, self._env))
-        self._relay_dir = relay_dir
+        self.health.relay_dir = relay_dir
         root = self._runtime_dir / "relay"
         spool = Spool(
             root, max_queue=self._settings.max_queue, limits=self._limits, changes=self.changes
@@ -324,7 +262,7 @@ class RelayService:
         self._spool = spool
         spool.create()
         spool.set_paused(self._want_paused)
-        spool.on_fault(self.spool_fault)
+        spool.on_fault(self.health.spool_fault)
         self._reservation = reserve_instance(relay_dir)
 
     async def _serve_listener(
@@ -352,11 +290,11 @@ class RelayService:
             await nursery.start(serve)
             try:
                 self._publish()
-                if not self._problem:
-                    self._available, self._reason = True, ""
+                if not self.health.problem:
+                    self._available, self.health.reason = True, ""
                     self._changed()
                 signal_started()
-                nursery.start_soon(self._watch)
+                nursery.start_soon(self.health.watch)
                 await self._stop.wait()
             finally:
                 self._withdraw()
@@ -366,30 +304,10 @@ class RelayService:
     def _sender_check(self, relay_dir: Path, envelope: Enqueue | Receipt | Cancel) -> bool:
         # The check reads the sender's manifest from the relay directory: only while safe.
         try:
-            self.check_dir()
+            self.health.check_dir()
         except RelayUnavailable:
             return False
         return registry.sender_is_registered(relay_dir, envelope)
-
-    async def _watch(self) -> None:
-        """Every ``scan_interval``: is the relay directory still safe, does the spool hold
-        anything foreign (quarantined and reported even while the queue is empty), is its
-        layout intact. Ends when the relay fails; a storage fault is told once, not on
-        every look."""
-        last = ""
-        while not self._problem:
-            await trio.sleep(self._scan_interval)
-            try:
-                self.check_dir()
-                if self._spool is not None:
-                    self._spool.scan()
-                last = ""
-            except RelayUnavailable:
-                return
-            except SpoolFault as fault:
-                if fault.damaged or str(fault) != last:
-                    self.spool_fault(fault)
-                last = str(fault)
 
     # -- manifest -------------------------------------------------------------------------
 
@@ -426,7 +344,7 @@ class RelayService:
         try:
             publish_manifest(self._reservation.manifest_path, self._manifest())
         except RelayError as exc:
-            self.fail(str(exc))
+            self.health.fail(str(exc))
 
     def _set_paused(self, paused: bool) -> None:
         """Never raises: a ``state`` file that cannot be written is a fault to show (the
@@ -436,11 +354,16 @@ class RelayService:
             try:
                 self._spool.set_paused(paused)
             except SpoolFault as fault:
-                self.spool_fault(fault)
+                self.health.spool_fault(fault)
         self._republish()
         self._changed()
 
     # -- shut-down ------------------------------------------------------------------------
+
+    def _stop_serving(self) -> None:
+        """What a failure does here (``health.fail``): withdraw at once, end the serving."""
+        self._withdraw()
+        self._stop.set()
 
     def _withdraw(self) -> None:
         """Step 1: unavailable, manifest removed. Never raises."""
@@ -469,7 +392,7 @@ class RelayService:
 
     def _go_unavailable(self, reason: str) -> None:
         self._available = False
-        self._reason = reason
+        self.health.reason = reason
         self._changed()
 
     def _changed(self) -> None:

@@ -1,7 +1,7 @@
 """The relay tools: ``list_agents`` and ``send_agent_message`` (floor 3).
 
-Both work through a ``RelayHandle`` (the app implements it over the relay service), so this
-module needs neither the app nor a running listener. Discovery is the same ``discover``
+Both work through a ``RelayHandle``, the tools' narrow view of the app's ``RelayLink``, so
+this module needs neither the app nor a running listener. Discovery is the same ``discover``
 that ``/list-agents`` and ``zcoder agents`` use. The user's yes for a send is asked by the
 agent before the tool runs (and a relayed turn may only answer its sender), after
 ``check_send`` found the target live; this module checks the target and the message again
@@ -44,7 +44,9 @@ _FIELDS = ("instance_id", "project", "workspace", "pid", "profile", "model", "st
 
 
 class RelayHandle(Protocol):
-    """What the tools need from the relay of this instance."""
+    """What the tools need from the relay of this instance: the tools' view of the app's
+    ``RelayLink`` (which satisfies it structurally), not a wrapper around it. It exists so
+    that floor 3 never imports ``app/``; tests pass a fake."""
 
     @property
     def max_message_chars(self) -> int: ...

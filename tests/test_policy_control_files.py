@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import PurePath
+from pathlib import Path, PurePath
 
 import pytest
 
-from zcoder.policy import control_file
+from zcoder.policy import command_control_files, control_file, decide_command
 
 WS, HOME = PurePath("/w/proj"), PurePath("/home/u/.config/zcoder")
 
@@ -41,3 +41,59 @@ def test_ordinary_files_do_not(path: str) -> None:
 
 def test_where_a_symlink_leads_counts() -> None:
     assert ".git" in why("notes/hook", "/w/proj/.git/hooks/pre-commit")
+
+
+# -- commands of a relayed turn under --yes -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "word"),
+    [
+        ("echo 'obey alpha' >> AGENTS.md", "AGENTS.md"),
+        ("cp hook .git/hooks/pre-commit", ".git"),
+        ("cd sub && cat ../.git/config", ".git"),
+        ("git config core.hooksPath /tmp/h", "git's configuration or hooks"),
+        (f"rm {HOME}/sessions/x.json", "zcoder's own configuration"),
+        ('echo x > "$ZCODER_HOME/AGENTS.md"', "AGENTS.md"),
+    ],
+)
+def test_a_relayed_command_naming_a_control_file_asks_under_yes(command: str, word: str) -> None:
+    assert word in command_control_files(command, home=HOME)
+    verdict = decide_command(
+        command,
+        policy="allow",
+        profile="coding",
+        origin="relay",
+        granted=False,
+        workspace=Path(str(WS)),
+        home=Path(str(HOME)),
+    )
+    assert (verdict.action, verdict.choices) == ("ask", ("y", "n"))
+    # A local turn under --yes runs it: the user chose --yes for their own commands.
+    local = decide_command(
+        command,
+        policy="allow",
+        profile="coding",
+        origin="user",
+        granted=False,
+        workspace=Path(str(WS)),
+        home=Path(str(HOME)),
+    )
+    assert local.action == "run"
+
+
+@pytest.mark.parametrize(
+    "command", ["pytest -q", "git status", "git log --oneline", "echo .gitignore", "ls -la"]
+)
+def test_other_relayed_commands_still_run_under_yes(command: str) -> None:
+    assert command_control_files(command, home=HOME) == ""
+    verdict = decide_command(
+        command,
+        policy="allow",
+        profile="coding",
+        origin="relay",
+        granted=False,
+        workspace=Path(str(WS)),
+        home=Path(str(HOME)),
+    )
+    assert verdict.action == "run"

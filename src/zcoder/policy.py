@@ -20,6 +20,7 @@ or configuration unseen.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path, PurePath
 from typing import Literal
@@ -35,6 +36,7 @@ __all__ = [
     "DENIED_BY_POLICY",
     "CommandVerdict",
     "apply_answer",
+    "command_control_files",
     "control_file",
     "decide_command",
     "denial_text",
@@ -50,8 +52,8 @@ _ASK_ONCE: tuple[Answer, ...] = ("y", "n")
 class CommandVerdict:
     """What to do with one ``run_command`` call.
 
-    ``reason`` is the tool-result text for ``deny``/``blocked``; ``choices`` are the answers
-    to offer for ``ask``.
+    ``reason`` is the tool-result text for ``deny``/``blocked``, and for ``ask`` why it asks
+    despite ``--yes`` (when it does); ``choices`` are the answers to offer for ``ask``.
     """
 
     action: Literal["run", "ask", "deny", "blocked"]
@@ -81,6 +83,10 @@ def decide_command(
         # "allow" cannot come from config with sysadmin; should it arrive anyway, still ask.
         return CommandVerdict("ask", choices=_ASK_ONCE)
     if policy == "allow":
+        if origin == "relay" and (why := command_control_files(command, home=home)):
+            # --yes still applies to a relayed turn (the spec), but not to its commands
+            # that reach instruction or control files, as its file tools do not.
+            return CommandVerdict("ask", why, choices=_ASK_ONCE)
         return CommandVerdict("run")
     if origin == "relay":
         # The spec's rule: ``a`` approves only this command here (``apply_answer``).
@@ -112,6 +118,28 @@ def denial_text(command: str) -> str:
 
 def _inside(path: PurePath, root: PurePath) -> bool:
     return path == root or root in path.parents
+
+
+_GIT_DIR = re.compile(r"(?:^|[\s/'\"=:;|&<>(])\.git(?:$|[\s/'\";|&<>)])")
+_GIT_CONFIG = re.compile(r"\bgit\b[^;|&\n]*\b(?:config|hooks?|core\.hookspath)\b", re.I)
+
+
+def command_control_files(command: str, *, home: PurePath) -> str:
+    """Why a relayed turn's shell command needs the user's yes even under ``--yes``
+    (``""``: it does not): its text names the AGENTS.md chain, a ``.git`` directory, git's
+    configuration or hooks, or zcoder's own configuration. A shell command cannot be judged
+    exactly (variables, scripts, interpreters), so this reads its text and errs towards
+    asking; it is a guard against the plain cases, not a sandbox."""
+    text = command.replace("\\\n", " ")
+    if "agents.md" in text.lower():
+        return "the command names AGENTS.md (project instructions)"
+    if _GIT_DIR.search(text):
+        return "the command names a git repository's own data (.git)"
+    if _GIT_CONFIG.search(text):
+        return "the command changes or reads git's configuration or hooks"
+    if str(home) in text or "ZCODER_HOME" in text or ".config/zcoder" in text:
+        return f"the command names zcoder's own configuration ({home})"
+    return ""
 
 
 def control_file(

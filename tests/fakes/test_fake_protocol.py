@@ -59,7 +59,15 @@ def official(url: str) -> ollama.Client:
 
 
 def chat(fake: FakeOllama, body: dict[str, Any]) -> httpx.Response:
-    return post(f"{fake.url}/api/chat", json=body)
+    """One chat, returned once the fake has recorded its outcome.
+
+    Each call is a new connection, so a handler thread that records after its last byte
+    could otherwise record after the next request's: the outcomes would be out of order.
+    """
+    before = len(fake.outcomes)
+    response = post(f"{fake.url}/api/chat", json=body)
+    fake.wait_for_outcomes(before + 1)
+    return response
 
 
 def lines(response: httpx.Response) -> list[dict[str, Any]]:

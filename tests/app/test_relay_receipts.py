@@ -18,7 +18,7 @@ from tests.relay.zsh_peer import ZshPeer
 from zcoder.app.receipts import COMMANDS_NOTE
 from zcoder.config import RelaySettings
 from zcoder.conversation import TranscriptEvent
-from zcoder.errors import CommandError
+from zcoder.errors import CommandError, ModelError
 from zcoder.live import Entry, LiveEvent
 from zcoder.relay import client
 from zcoder.relay.envelope import Cancel, Receipt
@@ -88,6 +88,21 @@ async def test_a_task_comes_back_started_then_completed_with_answer_and_paths(
         status = a.backend.relay.outbox.status_text(mid)
         assert status is not None and '"state": "completed"' in status
         assert '"changed": ["notes.md", ' in status
+
+
+async def test_started_goes_out_only_once_the_turn_reached_the_model(short_tmp: Path) -> None:
+    async with pair(short_tmp) as (a, b):
+        assert await send(a, b, "when the model is up") == "accepted"
+        mid = only_id(a)
+        b.client.replies = [ModelError("cannot connect to the model server")]
+        assert await b.backend.run_relay_turn()
+        await b.backend.relay.receipts.flush(5.0)
+        assert receipts(a) == [] and state_of(a, mid) == "accepted"  # it only waits
+        assert b.backend.relay_status() == ("on", 1)  # first in the queue again
+        b.client.replies = [text("done")]
+        assert await b.backend.run_relay_turn()
+        await reported(a, mid, "completed")
+        assert [e.meta["receipt"] for e in receipts(a)] == ["started", "completed"]
 
 
 async def test_escape_on_the_receiver_gives_cancelled(short_tmp: Path) -> None:

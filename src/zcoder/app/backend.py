@@ -312,10 +312,14 @@ class AgentBackend:
         self.relay.refresh(state="busy")
         self.inbox.exchanges.add(claimed.envelope.sender_instance_id)
         unreached = reached = False
-        self.relay.receipts.send(claimed.envelope, "started")
         self._changes.start()
+
+        def started() -> None:  # only a turn that reached the model has started the message
+            self.relay.receipts.send(claimed.envelope, "started")
+
         try:
-            outcome = await self.agent.run_turn(TurnRequest("relay", *_sender(claimed)))
+            request = TurnRequest("relay", *_sender(claimed))
+            outcome = await self.agent.run_turn(request, on_reach=started)
             if not (outcome.status == "error" and not outcome.reached_model):
                 state, detail = final_state(outcome)
                 changed = self._changes.changed()

@@ -105,6 +105,26 @@ async def test_started_goes_out_only_once_the_turn_reached_the_model(short_tmp: 
         assert [e.meta["receipt"] for e in receipts(a)] == ["started", "completed"]
 
 
+async def test_a_message_that_cannot_be_put_back_is_reported_dropped(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with pair(short_tmp) as (a, b):
+        assert await send(a, b, "when the model is up") == "accepted"
+        mid = only_id(a)
+        spool = b.backend.relay.service.spool if b.backend.relay.service else None
+        assert spool is not None
+
+        def unclaim(claimed: object) -> None:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(spool, "unclaim", unclaim)
+        b.client.replies = [ModelError("cannot connect to the model server")]
+        assert await b.backend.run_relay_turn()
+        await reported(a, mid, "dropped")
+        assert "No space left on device" in receipts(a)[-1].meta["headline"]
+        assert b.backend.relay_status() == ("on", 0)  # settled: it never runs twice
+
+
 async def test_escape_on_the_receiver_gives_cancelled(short_tmp: Path) -> None:
     async with pair(short_tmp) as (a, b):
         assert await send(a, b, "long task") == "accepted"

@@ -15,15 +15,17 @@ import trio
 from tests.agent.doubles import HANG, call, text, tools
 from tests.app.test_relay_app import Instance, pair, send, start
 from tests.relay.zsh_peer import ZshPeer
+from zcoder.app.main import _dropped_lines
 from zcoder.app.receipts import COMMANDS_NOTE
 from zcoder.config import RelaySettings
 from zcoder.conversation import TranscriptEvent
-from zcoder.errors import CommandError
+from zcoder.errors import CommandError, ModelError
 from zcoder.live import Entry, LiveEvent
 from zcoder.relay import client
 from zcoder.relay.envelope import Cancel, Receipt
 from zcoder.relay.paths import ensure_relay_dir
 from zcoder.relay.registry import load_manifest
+from zcoder.ui.backend import Unrun
 from zcoder.ui.render import render_event
 
 
@@ -90,6 +92,41 @@ async def test_a_task_comes_back_started_then_completed_with_answer_and_paths(
         assert '"changed": ["notes.md", ' in status
 
 
+async def test_started_goes_out_only_once_the_turn_reached_the_model(short_tmp: Path) -> None:
+    async with pair(short_tmp) as (a, b):
+        assert await send(a, b, "when the model is up") == "accepted"
+        mid = only_id(a)
+        b.client.replies = [ModelError("cannot connect to the model server")]
+        assert await b.backend.run_relay_turn()
+        await b.backend.relay.receipts.flush(5.0)
+        assert receipts(a) == [] and state_of(a, mid) == "accepted"  # it only waits
+        assert b.backend.relay_status() == ("on", 1)  # first in the queue again
+        b.client.replies = [text("done")]
+        assert await b.backend.run_relay_turn()
+        await reported(a, mid, "completed")
+        assert [e.meta["receipt"] for e in receipts(a)] == ["started", "completed"]
+
+
+async def test_a_message_that_cannot_be_put_back_is_reported_dropped(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with pair(short_tmp) as (a, b):
+        assert await send(a, b, "when the model is up") == "accepted"
+        mid = only_id(a)
+        spool = b.backend.relay.service.spool if b.backend.relay.service else None
+        assert spool is not None
+
+        def unclaim(claimed: object) -> None:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(spool, "unclaim", unclaim)
+        b.client.replies = [ModelError("cannot connect to the model server")]
+        assert await b.backend.run_relay_turn()
+        await reported(a, mid, "dropped")
+        assert "No space left on device" in receipts(a)[-1].meta["headline"]
+        assert b.backend.relay_status() == ("on", 0)  # settled: it never runs twice
+
+
 async def test_escape_on_the_receiver_gives_cancelled(short_tmp: Path) -> None:
     async with pair(short_tmp) as (a, b):
         assert await send(a, b, "long task") == "accepted"
@@ -113,6 +150,34 @@ async def test_the_receiver_leaving_with_the_message_queued_gives_dropped(
         await b.backend.relay_farewell()
         assert state_of(a, mid) == "dropped"
         assert b.backend.relay.receipts.stats.delivered == 1
+
+
+async def test_on_the_way_out_intake_closes_before_the_list_and_no_claim_follows(
+    short_tmp: Path,
+) -> None:
+    async with pair(short_tmp) as (a, b):
+        assert await send(a, b, "in time") == "accepted"
+        b.backend.relay_close_intake()
+        assert await send(a, b, "too late") == "paused"  # not acked and then lost
+        assert [u.task for u in b.backend.relay_unrun()] == ["in time"]
+        assert b.backend.claim_relay() is None and not b.backend.relay_waiting()
+        assert await b.backend.relay_farewell()
+        assert state_of(a, only_id(a)) == "dropped"
+
+
+async def test_a_farewell_after_the_receipts_were_cancelled_promises_nothing(
+    short_tmp: Path,
+) -> None:
+    async with pair(short_tmp) as (a, b):
+        assert await send(a, b, "later") == "accepted"
+        with trio.CancelScope() as scope:
+            scope.cancel()  # as a cancel of the root takes the receipts' task with it
+            assert not await b.backend.relay_farewell()
+        assert b.backend.relay.receipts.stats.queued == 0
+        assert state_of(a, only_id(a)) == "accepted"
+    unrun = [Unrun("m1", "alpha (pid 7)", "later")]
+    assert "(their senders were not told):" in _dropped_lines(unrun, told=False)
+    assert "(zcoder senders get a dropped receipt):" in _dropped_lines(unrun, told=True)
 
 
 async def test_cancel_withdraws_a_queued_message_and_is_too_late_for_a_running_one(

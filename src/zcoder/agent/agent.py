@@ -9,7 +9,7 @@ the sink. Each turn gets its frozen ``TurnParts``.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -41,10 +41,12 @@ _ASK_WINDOW_SECONDS = 5.0
 
 class _Reach:
     """A ``ModelClient`` that notes whether a chat request got a response head: only
-    then can the model have acted on the turn (a failure before it ran nothing)."""
+    then can the model have acted on the turn (a failure before it ran nothing).
+    ``on_reach`` is called once, at the first response head."""
 
-    def __init__(self, inner: ModelClient) -> None:
+    def __init__(self, inner: ModelClient, on_reach: Callable[[], None] | None = None) -> None:
         self._inner = inner
+        self._on_reach = on_reach
         self.reached = False
 
     @property
@@ -57,6 +59,8 @@ class _Reach:
     @asynccontextmanager
     async def stream_chat(self, request: ChatRequest) -> AsyncIterator[AsyncIterator[ChatChunk]]:
         async with self._inner.stream_chat(request) as chunks:
+            if not self.reached and self._on_reach is not None:
+                self._on_reach()
             self.reached = True
             yield chunks
 
@@ -154,17 +158,20 @@ class Agent:
                     _log.debug("context window of %s not known: %r", model, exc)
         return decide_window(self._config.context_window, self._reported.get(model))
 
-    async def run_turn(self, request: TurnRequest) -> TurnOutcome:
+    async def run_turn(
+        self, request: TurnRequest, *, on_reach: Callable[[], None] | None = None
+    ) -> TurnOutcome:
         """Run one turn to its end. Model failures become an ``error`` outcome; a cancel
         from an outer scope propagates once the history is consistent and saved.
 
         A relayed turn whose every model request failed before a response head (its
         outcome's ``reached_model`` is false) leaves no message in the history: it was not
         executed, and its retry must be the only copy the model sees. Its transcript
-        entries stay: the user saw them."""
+        entries stay: the user saw them. ``on_reach`` is called once, when the first model
+        request of the turn gets its response head (never for a turn that did not reach)."""
         if self._scope is not None:
             return TurnOutcome("error", error="a turn is already running")
-        reach = _Reach(self._client)
+        reach = _Reach(self._client, on_reach)
         session = self.session
         turn = self._turn(reach, request)
         self._scope = scope = trio.CancelScope()

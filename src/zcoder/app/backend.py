@@ -25,7 +25,7 @@ from zcoder.app.receipts import ChangeRecorder, final_state
 from zcoder.app.relay import RelayLink
 from zcoder.app.relay_labels import SendLabels
 from zcoder.app.relay_send import PeerRefresh, send_command
-from zcoder.app.relay_sent import cancel_sent, farewell
+from zcoder.app.relay_sent import cancel_sent, close_intake, farewell
 from zcoder.app.relay_unrun import sender_label
 from zcoder.app.worker import RelayTurn
 from zcoder.approval import Approver
@@ -312,10 +312,14 @@ class AgentBackend:
         self.relay.refresh(state="busy")
         self.inbox.exchanges.add(claimed.envelope.sender_instance_id)
         unreached = reached = False
-        self.relay.receipts.send(claimed.envelope, "started")
         self._changes.start()
+
+        def started() -> None:  # only a turn that reached the model has started the message
+            self.relay.receipts.send(claimed.envelope, "started")
+
         try:
-            outcome = await self.agent.run_turn(TurnRequest("relay", *_sender(claimed)))
+            request = TurnRequest("relay", *_sender(claimed))
+            outcome = await self.agent.run_turn(request, on_reach=started)
             if not (outcome.status == "error" and not outcome.reached_model):
                 state, detail = final_state(outcome)
                 changed = self._changes.changed()
@@ -391,10 +395,14 @@ class AgentBackend:
         """``/agents cancel REF``: withdraw a message this instance sent; the line to show."""
         return await cancel_sent(self.relay, ref)
 
-    async def relay_farewell(self) -> None:
+    def relay_close_intake(self) -> None:
+        """On the way out, first: accept and claim no more relayed messages."""
+        close_intake(self.relay)
+
+    async def relay_farewell(self) -> bool:
         """On the way out, before the relay shuts down: ``dropped`` to the senders of the
-        messages that will not run (bounded)."""
-        await farewell(self.relay)
+        messages that will not run (bounded); ``False`` when they could not be told."""
+        return await farewell(self.relay)
 
     def _record_entry(self, event: TranscriptEvent) -> None:
         """A relay entry that is part of the session (a receipt): persisted and shown."""

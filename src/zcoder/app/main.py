@@ -65,6 +65,7 @@ class _Exit:
     request: Any = None  # set once Trio is up: callable(reason) that asks for the exit
     pending: str = ""  # an exit asked for before Trio was ready
     dropped: list[Unrun] = attrs.Factory(list)  # accepted relayed messages that never ran
+    told: bool = False  # their zcoder senders were sent a ``dropped`` receipt
 
 
 def run_app(config: Config) -> int:
@@ -94,7 +95,7 @@ def _report(state: _Exit) -> int:
         if state.saved:
             sid = state.session_id
             sys.stdout.write(f"Session {sid} saved. Resume with: zcoder --resume {sid}\n")
-        sys.stdout.write(_dropped_lines(state.dropped))
+        sys.stdout.write(_dropped_lines(state.dropped, told=state.told))
         sys.stdout.flush()
     except OSError:
         pass  # the terminal hung up: the session is saved all the same
@@ -104,13 +105,16 @@ def _report(state: _Exit) -> int:
     return 128 + int(signum) if signum is not None else 0
 
 
-def _dropped_lines(dropped: list[Unrun]) -> str:
+def _dropped_lines(dropped: list[Unrun], *, told: bool) -> str:
+    """The exit's last lines: what it dropped, and whether the senders were told (they
+    are not when the exit cancelled the receipts with everything else)."""
     if not dropped:
         return ""
     many = len(dropped) > 1
+    why = "zcoder senders get a dropped receipt" if told else "their senders were not told"
     lines = [
         f"Dropped {len(dropped)} accepted relayed message{'s' if many else ''} that had not "
-        "run (zcoder senders get a dropped receipt):"
+        f"run ({why}):"
     ]
     for u in dropped:
         task = shorten(one_line(u.task), 60)
@@ -258,9 +262,11 @@ async def _run_root(
         try:
             state.reason = await controller.run()
         finally:
-            # Before the root scope's cancel reaches the relay, which removes the spool.
+            # Before the root scope's cancel reaches the relay, which removes the spool;
+            # intake closed first, so that no message is accepted or claimed after the list.
+            backend.relay_close_intake()
             state.dropped = backend.relay_unrun()
-            await backend.relay_farewell()  # bounded, shielded: receipts ``dropped``
+            state.told = await backend.relay_farewell()  # bounded, shielded: ``dropped``
         root.cancel_scope.cancel()
 
 

@@ -17,6 +17,7 @@ turn's outcome to the receipt's state and detail.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import time
@@ -176,7 +177,14 @@ class ReceiptSender:
         self._pending = 0
         self._idle = trio.Event()
         self._idle.set()
+        self._alive = False
         self.stats = ReceiptStatistics()
+
+    @property
+    def alive(self) -> bool:
+        """The delivering task runs and is not cancelled: a receipt queued now can go out
+        (what ``flush`` waits for). Asked from a task of the same nursery."""
+        return self._alive and trio.current_effective_deadline() != -math.inf
 
     def send(self, message: Origin, state: str, detail: str = "", changed: str = "") -> None:
         """Report ``state`` of ``message`` to its sender; never blocks, never raises for a
@@ -224,13 +232,17 @@ class ReceiptSender:
 
     async def run(self) -> None:
         """Deliver the queued receipts, in order, until cancelled."""
-        async for job in self._receive:
-            try:
-                await self._deliver(job)
-            finally:
-                self._pending -= 1
-                if not self._pending:
-                    self._idle.set()
+        self._alive = True
+        try:
+            async for job in self._receive:
+                try:
+                    await self._deliver(job)
+                finally:
+                    self._pending -= 1
+                    if not self._pending:
+                        self._idle.set()
+        finally:
+            self._alive = False
 
     async def flush(self, bound: float) -> None:
         """Wait, at most ``bound`` seconds (shielded: it runs on the way out), until every

@@ -266,7 +266,8 @@ class RelayLink:
     def release(self, claimed: Claimed) -> str:
         """Put back, first in the queue, a message whose turn never reached the model (so
         nothing of it ran); ``""``, or the problem to show when it could not be put back:
-        then it is settled as by ``complete`` (never run twice) and the problem says so."""
+        then it is settled as by ``complete`` (never run twice), its sender gets ``dropped``
+        with the problem and the problem says so."""
         self._running = None
         spool = self._spool()
         try:
@@ -275,6 +276,7 @@ class RelayLink:
         except (RelayError, OSError) as exc:
             _log.warning("relay: %s", exc)
             settled = self.complete(claimed)
+            self.receipts.send(claimed.envelope, "dropped", f"it could not be put back: {exc}")
             return f"{exc}; it was dropped" + (f" ({settled})" if settled else "")
         return ""
 

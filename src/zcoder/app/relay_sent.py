@@ -1,10 +1,14 @@
 """The app's actions on zcoder's relay extension that need the whole link: ``/agents sent``,
 ``/agents cancel`` and the ``dropped`` receipts on the way out.
 
-``farewell`` runs when the app is leaving, before the relay's shut-down (the manifest must
-still be published: a sender checks that a receipt comes from a registered instance). It
-tells every sender of a message that will not run (waiting, or running and about to be
-stopped) ``dropped``, and waits a bounded time for the receipts to go out.
+``close_intake`` comes first on the way out: the relay answers ``paused`` and the worker
+claims nothing more, so the messages that will not run are fixed before they are listed.
+``farewell`` then runs, before the relay's shut-down (the manifest must still be
+published: a sender checks that a receipt comes from a registered instance). It tells
+every sender of a message that will not run (waiting, or running and about to be stopped)
+``dropped``, and waits a bounded time for the receipts to go out; it does nothing (and
+says so) when the receipts can no longer go out (the exit is a cancel of the root, which
+took the delivering task with it).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from zcoder.relay.spool_entry import ENTRY_NAME_RE, InvalidEntry, read_entry
 if TYPE_CHECKING:
     from zcoder.app.relay import RelayLink
 
-__all__ = ["FAREWELL_SECONDS", "cancel_sent", "farewell", "waiting_envelopes"]
+__all__ = ["FAREWELL_SECONDS", "cancel_sent", "close_intake", "farewell", "waiting_envelopes"]
 
 FAREWELL_SECONDS = 1.5
 _DROPPED = "the receiver exited before running it"
@@ -51,12 +55,21 @@ def waiting_envelopes(spool: Spool | None, limits: Limits) -> list[Enqueue]:
     return out
 
 
-async def farewell(link: RelayLink, bound: float = FAREWELL_SECONDS) -> None:
+def close_intake(link: RelayLink) -> None:
+    """Accept no more messages (the listener answers ``paused``) and claim none (a claim
+    needs an unpaused spool). Never raises: a ``state`` file that cannot be written is a
+    fault of the relay's, the switch holds in memory."""
+    if link.service is not None:
+        link.service.pause()
+
+
+async def farewell(link: RelayLink, bound: float = FAREWELL_SECONDS) -> bool:
     """``dropped`` to the sender of every message that will not run; at most ``bound``
-    seconds. Never raises but ``trio.Cancelled``."""
+    seconds. ``False`` when nothing could be sent (no relay, or its receipts can no longer
+    go out). Never raises but ``trio.Cancelled``."""
     service = link.service
-    if service is None:
-        return
+    if service is None or not link.receipts.alive:
+        return False
     settings = link.config.relay
     limits = Limits(max_bytes=settings.max_bytes, max_message_chars=settings.max_message_chars)
     running = link.running
@@ -65,6 +78,7 @@ async def farewell(link: RelayLink, bound: float = FAREWELL_SECONDS) -> None:
     for envelope in messages:
         link.receipts.send(envelope, "dropped", _DROPPED)
     await link.receipts.flush(bound)
+    return True
 
 
 async def cancel_sent(link: RelayLink, ref: str) -> str:

@@ -201,3 +201,27 @@ async def test_a_relayed_write_to_a_control_file_asks_even_under_yes(short_tmp: 
         await b.backend.run_turn("write the instructions")
         assert (workspace / "AGENTS.md").read_text() == "mine" and len(b.approver.asked) == 1
         nursery.cancel_scope.cancel()
+
+
+async def held_three(short_tmp: Path, nursery: trio.Nursery) -> Instance:
+    a = await start(nursery, short_tmp, "alpha")
+    b = await start(nursery, short_tmp, "beta", relay=held_settings(short_tmp))
+    for m in ("first task", "second task", "third task"):
+        assert await send(a, b, m) == "accepted"
+    await settle()
+    return b
+
+
+async def test_a_held_message_can_be_denied_while_a_relayed_turn_runs(short_tmp: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        b = await held_three(short_tmp, nursery)
+        b.backend.relay_control("approve 3")
+        turn = b.backend.claim_relay()
+        assert turn is not None  # the third runs; the first two still wait, held
+        (line,) = b.backend.relay_control("deny 1")
+        assert line.startswith("Relayed message 1 from alpha (pid") and "denied" in line
+        (left,) = b.backend.relay_control("inbox")[1:]
+        assert "held" in left and "second task" in left
+        assert await turn.run() is True
+        assert "third task" in last_user_message(b.client)
+        nursery.cancel_scope.cancel()

@@ -7,7 +7,7 @@ message is first seen waiting). A held message is never claimed (``skip``): the 
 keep their FIFO order around it, and an approved one runs in its turn, in its place. A
 denied one is settled without running (``RelayLink.discard``), so at-most-once holds: a
 retry of it is a duplicate. Held and denied messages are reported to their sender through
-a ``ReceiptSink`` (a no-op until receipts are wired in).
+a ``ReceiptSink``: the app's is ``ReceiptSender`` (``app/receipts.py``, best effort).
 
 Each message gets a number when first seen waiting, in the order seen, never given to
 another message in this process (a message put back first in the queue keeps its own). The
@@ -55,7 +55,8 @@ class ReceiptSink(Protocol):
 
 
 class NoReceipts:
-    """Sends nothing: version 1 has no receipts."""
+    """Sends nothing: an ``Inbox`` built without a sink (the app passes its
+    ``ReceiptSender``)."""
 
     def report(self, message_id: str, state: str, detail: str) -> None:
         return None

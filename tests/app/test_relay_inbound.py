@@ -166,8 +166,11 @@ async def test_two_models_replying_to_each_other_stop_at_the_bound(short_tmp: Pa
         held = [i for i in (a, b) if i.backend.inbox.held()]
         assert held == [b]
         assert any(f"{EXCHANGE_BOUND} relayed exchanges" in n for n in notices(b))
-        # A local prompt on the held side starts the count again; approving runs it.
-        b.backend.relay_control("approve 1")
+        # Approving it (by the number the listing shows: those before it ran) runs it.
+        (line,) = b.backend.relay_control("inbox")[1:]
+        number = line.split(".", 1)[0].strip()
+        assert int(number) > 1
+        b.backend.relay_control(f"approve {number}")
         assert await b.backend.run_relay_turn() is True
         nursery.cancel_scope.cancel()
 
@@ -200,4 +203,63 @@ async def test_a_relayed_write_to_a_control_file_asks_even_under_yes(short_tmp: 
         b.client.requests.clear()
         await b.backend.run_turn("write the instructions")
         assert (workspace / "AGENTS.md").read_text() == "mine" and len(b.approver.asked) == 1
+        nursery.cancel_scope.cancel()
+
+
+async def held_three(short_tmp: Path, nursery: trio.Nursery) -> Instance:
+    a = await start(nursery, short_tmp, "alpha")
+    b = await start(nursery, short_tmp, "beta", relay=held_settings(short_tmp))
+    for m in ("first task", "second task", "third task"):
+        assert await send(a, b, m) == "accepted"
+    await settle()
+    return b
+
+
+async def test_a_held_message_can_be_denied_while_a_relayed_turn_runs(short_tmp: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        b = await held_three(short_tmp, nursery)
+        b.backend.relay_control("approve 3")
+        turn = b.backend.claim_relay()
+        assert turn is not None  # the third runs; the first two still wait, held
+        (line,) = b.backend.relay_control("deny 1")
+        assert line.startswith("Relayed message 1 from alpha (pid") and "denied" in line
+        (left,) = b.backend.relay_control("inbox")[1:]
+        assert left.startswith("  2. held") and "second task" in left  # its number stays
+        assert await turn.run() is True
+        assert "third task" in last_user_message(b.client)
+        nursery.cancel_scope.cancel()
+
+
+async def test_numbers_stay_when_a_message_ahead_is_claimed(short_tmp: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        b = await held_three(short_tmp, nursery)
+        b.backend.relay_control("approve 1")
+        turn = b.backend.claim_relay()
+        assert turn is not None  # the first runs: the others keep 2 and 3
+        lines = b.backend.relay_control("inbox")[1:]
+        assert [line[:5] for line in lines] == ["  2. ", "  3. "]
+        with pytest.raises(ZcoderError, match="relayed message 1 no longer waits"):
+            b.backend.relay_control("deny 1")
+        (line,) = b.backend.relay_control("deny 2")
+        assert line.startswith("Relayed message 2 from alpha")
+        (left,) = b.backend.relay_control("inbox")[1:]
+        assert left.startswith("  3. held") and "third task" in left
+        with pytest.raises(ZcoderError, match="relayed message 2 no longer waits"):
+            b.backend.relay_control("approve 2")
+        assert await turn.run() is True
+        assert "first task" in last_user_message(b.client)
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_message_id_names_a_waiting_message(short_tmp: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        b = await held_three(short_tmp, nursery)
+        third = b.backend.relay.inbox()[2].message_id
+        assert b.backend.relay_control(f"approve {third}") == [
+            "Relayed message 3 approved: it runs in its turn."
+        ]
+        assert await b.backend.run_relay_turn() is True
+        assert "third task" in last_user_message(b.client)
+        with pytest.raises(ZcoderError, match="relayed message 3 no longer waits"):
+            b.backend.relay_control(f"deny {third}")
         nursery.cancel_scope.cancel()

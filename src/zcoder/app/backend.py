@@ -371,11 +371,10 @@ class AgentBackend:
             return self.inbox.set_mode(verb)
         if verb == "approve":
             return self.inbox.approve(arg)
-        waiting = self.inbox.deny(arg)
+        number, waiting = self.inbox.deny(arg)
         if not self.relay.discard(waiting.message_id):
-            raise CommandError(f"relayed message {arg} could not be removed: it no longer waits")
-        self.inbox.denied(waiting)
-        return [f"Relayed message {arg} from {waiting.sender} denied: removed without running."]
+            raise CommandError(f"relayed message {number} could not be removed: it no longer waits")
+        return self.inbox.denied(number, waiting)
 
     async def send_message(self, args: str) -> None:
         """``/send TARGET TEXT``: deliver it now (no turn) and show and keep its card."""

@@ -7,7 +7,13 @@ message is first seen waiting). A held message is never claimed (``skip``): the 
 keep their FIFO order around it, and an approved one runs in its turn, in its place. A
 denied one is settled without running (``RelayLink.discard``), so at-most-once holds: a
 retry of it is a duplicate. Held and denied messages are reported to their sender through
-a ``ReceiptSink`` (a no-op until receipts are wired in).
+a ``ReceiptSink``: the app's is ``ReceiptSender`` (``app/receipts.py``, best effort).
+
+Each message gets a number when first seen waiting, in the order seen, never given to
+another message in this process (a message put back first in the queue keeps its own). The
+hold notice, ``/agents inbox`` and ``approve N``/``deny N`` use it, so a number read from a
+listing still names the same message after others ran or were removed; ``N`` may also be
+the message id. A number (or id) that no longer waits is refused, never moved on to the next.
 
 ``observe`` is called with what waits after every change of the relay (the worker's
 ``sync_relay``), so a held message is listed and reported as soon as it is stored.
@@ -49,7 +55,8 @@ class ReceiptSink(Protocol):
 
 
 class NoReceipts:
-    """Sends nothing: version 1 has no receipts."""
+    """Sends nothing: an ``Inbox`` built without a sink (the app passes its
+    ``ReceiptSender``)."""
 
     def report(self, message_id: str, state: str, detail: str) -> None:
         return None
@@ -81,6 +88,7 @@ class _Entry:
     waiting: Waiting
     seen: float
     reason: HoldReason
+    number: int
 
 
 class Inbox:
@@ -100,6 +108,8 @@ class Inbox:
         self._clock = clock
         self._bound = bound
         self._entries: dict[str, _Entry] = {}  # waiting messages, oldest first
+        # Every message id ever seen waiting, with its number: a few per message, so kept.
+        self._numbers: dict[str, int] = {}
 
     # -- what the worker asks -------------------------------------------------------------
 
@@ -130,14 +140,14 @@ class Inbox:
                 exchanges=self.exchanges.count(w.sender_id),
                 bound=self._bound,
             )
-            self._entries[w.message_id] = _Entry(w, now, reason)
+            number = self._numbers.setdefault(w.message_id, len(self._numbers) + 1)
+            self._entries[w.message_id] = _Entry(w, now, reason, number)
             if reason:
-                notices.append(self._hold(w, reason))
+                notices.append(self._hold(w, reason, number))
         return notices
 
-    def _hold(self, w: Waiting, reason: HoldReason) -> str:
+    def _hold(self, w: Waiting, reason: HoldReason, n: int) -> str:
         self.receipts.report(w.message_id, "held", _WHY[reason])
-        n = list(self._entries).index(w.message_id) + 1
         return (
             f"Relayed message {n} from {escape_controls(w.sender)} is held: {_WHY[reason]}. "
             f"/agents inbox lists it; /agents approve {n} runs it, /agents deny {n} drops it."
@@ -170,39 +180,58 @@ class Inbox:
         if not self._entries:
             return [f"No relayed message waits (inbound policy: {self.mode})."]
         out = [f"Relayed messages waiting (inbound policy: {self.mode}):"]
-        for n, e in enumerate(self._entries.values(), 1):
+        for e in self._entries.values():
             w = e.waiting
             state = "held" if e.reason else "queued"
             check = "verified" if w.verified else "UNVERIFIED"
             first = shorten(one_line(w.body.strip().split("\n", 1)[0]), 60)
             out.append(
-                f"{n:>3}. {state:<6} {escape_controls(w.sender)} · {check} · "
+                f"{e.number:>3}. {state:<6} {escape_controls(w.sender)} · {check} · "
                 f"{age(now - e.seen)} · {first}"
             )
         return out
 
     def _pick(self, arg: str, verb: str) -> _Entry:
-        entries = list(self._entries.values())
-        if not arg.isdigit() or not 1 <= int(arg) <= len(entries):
-            which = f"1 to {len(entries)}" if entries else "none waits"
-            raise CommandError(f"/agents {verb} N: N is a number from /agents inbox ({which})")
-        return entries[int(arg) - 1]
+        """The waiting message numbered (or with the id) ``arg``; ``CommandError`` when it
+        no longer waits or was never one."""
+        entry = self._entries.get(arg)
+        if entry is None and arg.isdigit():
+            entry = next((e for e in self._entries.values() if e.number == int(arg)), None)
+        if entry is not None:
+            return entry
+        number = self._numbers.get(arg)
+        if number is None and arg.isdigit() and 1 <= int(arg) <= len(self._numbers):
+            number = int(arg)
+        if number is not None:
+            raise CommandError(
+                f"relayed message {number} no longer waits (it ran, or was removed): "
+                "/agents inbox lists those that do"
+            )
+        numbers = ", ".join(str(e.number) for e in self._entries.values())
+        which = f"waiting: {numbers}" if numbers else "none waits"
+        raise CommandError(
+            f"/agents {verb} N: N is a number from /agents inbox or a message id ({which})"
+        )
 
     def approve(self, arg: str) -> list[str]:
-        """Let message ``arg`` (its number in ``lines``) run in its turn; its sender's
-        exchange count starts again (the user looked at the exchange)."""
+        """Let message ``arg`` (its number in ``lines``, or its id) run in its turn; its
+        sender's exchange count starts again (the user looked at the exchange)."""
         entry = self._pick(arg, "approve")
         if not entry.reason:
-            return [f"Relayed message {arg} is not held: it runs in its turn."]
+            return [f"Relayed message {entry.number} is not held: it runs in its turn."]
         entry.reason = ""
         self.exchanges.reset(entry.waiting.sender_id)
-        return [f"Relayed message {arg} approved: it runs in its turn."]
+        return [f"Relayed message {entry.number} approved: it runs in its turn."]
 
-    def deny(self, arg: str) -> Waiting:
-        """The message ``arg`` to remove (the caller settles it in the spool, then calls
-        ``denied``)."""
-        return self._pick(arg, "deny").waiting
+    def deny(self, arg: str) -> tuple[int, Waiting]:
+        """The message ``arg`` (number or id) to remove and its number (the caller settles
+        it in the spool, then calls ``denied``)."""
+        entry = self._pick(arg, "deny")
+        return entry.number, entry.waiting
 
-    def denied(self, waiting: Waiting) -> None:
+    def denied(self, number: int, waiting: Waiting) -> list[str]:
+        """Forget a message the caller removed, report it ``denied``; the line to show."""
         self._entries.pop(waiting.message_id, None)
         self.receipts.report(waiting.message_id, "denied", "")
+        sender = escape_controls(waiting.sender)
+        return [f"Relayed message {number} from {sender} denied: removed without running."]

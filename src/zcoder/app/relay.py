@@ -248,9 +248,11 @@ class RelayLink:
     def discard(self, message_id: str) -> bool:
         """Settle a waiting message without running it (a held message the user denied):
         claimed and settled at once, so a retry of it stays a duplicate. ``False`` when it
-        no longer waits (it ran, or it is gone) or the spool refused (a fault, handed on)."""
+        no longer waits (it ran, or it is gone) or the spool refused (a fault, handed on).
+        Also while a relayed turn runs: the claim skips every other message, the running
+        one (already in ``processing/``) included, and this does not touch ``running``."""
         spool = self._spool()
-        if spool is None or self._running is not None:
+        if spool is None:
             return False
         found: list[Claimed] = []
 

@@ -21,3 +21,4 @@ bench:
     python bench/relay.py
     python bench/oneshot.py
     python bench/ui.py
+    python -m bench.sessions

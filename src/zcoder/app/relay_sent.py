@@ -13,16 +13,15 @@ took the delivering task with it).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from zcoder.app.relay_unrun import read_inbox
 from zcoder.errors import RelayError, RelayUnavailable
 from zcoder.relay import client
 from zcoder.relay.envelope import Ack, Cancel, Enqueue, Limits
 from zcoder.relay.manifest import load_manifest
 from zcoder.relay.spool import Spool
-from zcoder.relay.spool_entry import ENTRY_NAME_RE, InvalidEntry, read_entry
 
 if TYPE_CHECKING:
     from zcoder.app.relay import RelayLink
@@ -35,24 +34,7 @@ _DROPPED = "the receiver exited before running it"
 
 def waiting_envelopes(spool: Spool | None, limits: Limits) -> list[Enqueue]:
     """The envelopes in ``inbox/``, oldest first; unreadable entries are skipped."""
-    if spool is None:
-        return []
-    inbox = spool.root / "inbox"
-    try:
-        names = sorted(os.listdir(inbox))
-    except OSError:
-        return []
-    out = []
-    for name in names:
-        found = ENTRY_NAME_RE.fullmatch(name)
-        if found is None:
-            continue
-        try:
-            envelope, _ = read_entry(inbox / name, found.group(2), limits)
-        except InvalidEntry:
-            continue
-        out.append(envelope)
-    return out
+    return [envelope for envelope, _ in read_inbox(spool, limits)]
 
 
 def close_intake(link: RelayLink) -> None:

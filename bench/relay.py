@@ -43,7 +43,6 @@ import trio
 
 from zcoder.app.receipts import ReceiptSender
 from zcoder.app.relay_outbox import RelayOutbox
-from zcoder.conversation import TranscriptEvent
 from zcoder.relay import client
 from zcoder.relay.envelope import Ack, Enqueue, Limits, decode_ack
 from zcoder.relay.listener import Listener, open_unix_listener
@@ -475,14 +474,13 @@ async def time_receipts(relay_dir: Path) -> list[float]:
         publish_manifest(res.manifest_path, manifest_for(relay_dir, res.instance_id, name))
     shown: list[trio.Event] = [trio.Event()]
 
-    def on_entry(event: TranscriptEvent) -> None:
-        shown[0].set()
-
     receipts = ReceiptSender(
         me=lambda: b.instance_id, relay_dir=lambda: relay_dir, io_timeout=2.0, max_bytes=65536
     )
     unused = ReceiptSender(me=str, relay_dir=lambda: None, io_timeout=2.0, max_bytes=65536)
-    outbox = RelayOutbox(receipts=unused, spool=lambda: None, on_entry=on_entry)
+    outbox = RelayOutbox(receipts=unused, spool=lambda: None)
+    # The entry is taken when the relay's change is noted (the worker's wake-up).
+    outbox.notify = lambda: shown[0].set()
     listener = Listener(
         instance_id=a.instance_id,
         spool=Spool(relay_dir / "unused-spool", max_queue=1),

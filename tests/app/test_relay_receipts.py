@@ -305,3 +305,28 @@ def test_a_receipt_entry_is_drawn_again_from_the_session_as_it_was_shown() -> No
     assert "relayed from" not in drawn  # not a relayed task's header
     started = TranscriptEvent(role="relay", text="", meta={"receipt": "started", "headline": "h"})
     assert "".join(part[1] for part in render_event(started)) == "h\n"
+
+
+async def test_a_received_receipt_touches_neither_the_session_nor_the_ui_in_the_listener(
+    short_tmp: Path,
+) -> None:
+    # The listener only queues the entry and notes a change; the worker's sync records it.
+    from tests.app.test_relay_accept_path import calls_from_the_listener
+
+    async with trio.open_nursery() as nursery:
+        a = await start(nursery, short_tmp, "alpha", follow=False)
+        b = await start(nursery, short_tmp, "beta")
+        assert await send(a, b, "task") == "accepted"
+        mid = only_id(a)
+        socket = Path(load_manifest(short_tmp / "agents", a.id).socket)
+        events_before = len(a.backend.agent.session.events)
+        with calls_from_the_listener() as called:
+            ack = await client.request(socket, _receipt(b, a, mid, "completed"), io_timeout=2.0)
+        assert ack.status == "accepted"
+        outside = [c for c in called if not c.startswith("zcoder.app.relay_outbox.")]
+        assert outside == [], outside
+        assert len(a.backend.agent.session.events) == events_before  # not yet recorded
+        a.backend.sync_relay()  # what the worker does once it wakes
+        assert receipts(a)[-1].meta["receipt"] == "completed"
+        assert len(a.backend.agent.session.events) == events_before + 1
+        nursery.cancel_scope.cancel()

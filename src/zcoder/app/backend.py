@@ -110,9 +110,7 @@ class AgentBackend:
         self._session = session
         self._core_tools = core_tools()
         self._toolbox = Toolbox(self._core_tools)
-        self.relay = RelayLink(
-            config, runtime_dir, self._offer_relay_tools, on_entry=self._record_entry
-        )
+        self.relay = RelayLink(config, runtime_dir, self._offer_relay_tools)
         self.peer_refresh = PeerRefresh(self.relay.discover)
         # Which waiting messages wait for the user (the inbound policy, the exchange bound).
         self.inbox = Inbox(
@@ -266,9 +264,12 @@ class AgentBackend:
         await self.relay.wait_for_change()
 
     def sync_relay(self) -> None:
-        """Offer the relay tools as the relay now allows; show its new problem lines."""
+        """Offer the relay tools as the relay now allows; show its new problem lines and
+        record the receipts that arrived (the listener only queued them)."""
         for line in self.relay.sync():
             self._show(TranscriptEvent(role="error", text=line))
+        for event in self.relay.outbox.take_entries():
+            self._record_entry(event)
         self._observe_inbox()
 
     def _observe_inbox(self) -> None:

@@ -36,7 +36,6 @@ from zcoder.app.relay_labels import TargetNames
 from zcoder.app.relay_outbox import RelayOutbox
 from zcoder.app.relay_unrun import read_unrun
 from zcoder.config import Config
-from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError, RelayError, RelayUnavailable
 from zcoder.relay import client
 from zcoder.relay.envelope import Ack, Limits
@@ -64,7 +63,6 @@ class RelayLink:
         config: Config,
         runtime_dir: Path | None,
         on_tools: Callable[[Sequence[Tool]], None],
-        on_entry: Callable[[TranscriptEvent], None] = lambda event: None,
     ) -> None:
         self._config = config
         self._runtime_dir = runtime_dir
@@ -87,7 +85,6 @@ class RelayLink:
         self.outbox = RelayOutbox(
             receipts=self.receipts,
             spool=lambda: self.service.spool if self.service is not None else None,
-            on_entry=on_entry,
         )
         self._tools = [*relay_tools(self), message_status_tool(self.outbox.status_text)]
         # Told the target of each message a receiver accepted (the exchange count).
@@ -115,6 +112,7 @@ class RelayLink:
         )
         self.service = service
         service.set_extension(self.outbox.handle)
+        self.outbox.notify = service.changes.note  # the relay's own primitive, no app code
         nursery.start_soon(self.receipts.run)
         self._started.set()
         await nursery.start(service.run)

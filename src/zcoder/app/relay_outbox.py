@@ -2,11 +2,13 @@
 ``/agents sent``, ``/agents cancel`` and the model's ``agent_message_status``.
 
 ``RelayOutbox.handle`` is the listener's extension handler (it runs in the listener's task:
-it only checks, updates memory and emits entries, never waits). A receipt is taken only
+it only checks and updates memory, never waits, and touches neither the session nor the
+UI: the entries it makes wait in ``take_entries`` and it notes a change of the relay's
+``Changes``, so the worker, which awaits those, records and shows them). A receipt is taken only
 when peer credentials confirmed its sender's pid (the receiver's listener would not lie
 about its own pid), for a message id this instance sent, from the instance it was sent to;
-it becomes one relay entry in the transcript (persisted in the session through
-``on_entry``) and never starts a turn. A cancel is taken only from the verified sender of
+it becomes one relay entry in the transcript (persisted in the session by the app when it
+takes it) and never starts a turn. A cancel is taken only from the verified sender of
 the message, which the spool checks by the id's prefix (every accepted id begins with its
 sender's id); a message withdrawn from the queue gets a ``cancelled`` receipt.
 """
@@ -77,14 +79,24 @@ class RelayOutbox:
         *,
         receipts: ReceiptSender,
         spool: Callable[[], Spool | None],
-        on_entry: Callable[[TranscriptEvent], None],
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.outbox = Outbox(clock=clock)
         self._receipts = receipts
         self._spool = spool
-        self._on_entry = on_entry
         self._clock = clock
+        self._entries: list[TranscriptEvent] = []
+        # The relay's ``Changes.note`` once the service exists: wakes the worker.
+        self.notify: Callable[[], None] = lambda: None
+
+    def take_entries(self) -> list[TranscriptEvent]:
+        """The transcript entries made since the last call (receipts, withdrawals)."""
+        entries, self._entries = self._entries, []
+        return entries
+
+    def _add_entry(self, event: TranscriptEvent) -> None:
+        self._entries.append(event)
+        self.notify()
 
     # -- the listener's extension handler ---------------------------------------------------
 
@@ -108,7 +120,7 @@ class RelayOutbox:
             receipt.changed,
         )
         if updated is not None:  # a repeat, or a state after a final one: nothing to show
-            self._on_entry(self._entry(updated))
+            self._add_entry(self._entry(updated))
         return "accepted"
 
     def _entry(self, sent: Sent) -> TranscriptEvent:
@@ -128,7 +140,7 @@ class RelayOutbox:
             return "too_late"  # nothing changed; it will run
         if status == "withdrawn":
             self._receipts.send(cancel, "cancelled", "withdrawn by its sender before it ran")
-            self._on_entry(
+            self._add_entry(
                 TranscriptEvent(
                     role="system",
                     text=f"Relayed message {cancel.message_id} was withdrawn by its sender "
@@ -204,7 +216,7 @@ class RelayOutbox:
         if ack.status == "withdrawn":
             updated = self.outbox.withdrawn(sent.message_id)
             if updated is not None:
-                self._on_entry(self._entry(updated))
+                self._add_entry(self._entry(updated))
         template = _CANCELLED.get(ack.status, "{t} answered {s}.")
         return template.format(t=sent.target, m=sent.message_id, s=ack.status, n=NO_RECEIPTS)
 

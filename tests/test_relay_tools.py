@@ -137,6 +137,14 @@ async def test_send_delivers_the_literal_message_and_reports_the_exact_ack() -> 
     )
 
 
+async def test_an_accepted_ack_without_a_readable_position_says_accepted_only() -> None:
+    # A liberal reader drops a queue_position it cannot read; the result must not say "None".
+    handle = FakeHandle([DIGEST, PROFILES], ack("accepted", None))
+    result = await call(handle, "send_agent_message", target_instance_id=DIGEST_ID, message="go")
+    assert result.ok and result.text.splitlines()[0] == "accepted"
+    assert result.summary.startswith("accepted by weekly-digest (pid 42302)")
+
+
 async def test_a_send_to_a_peer_with_receipts_points_the_model_at_the_status_tool() -> None:
     stored = attrs.evolve(ack("accepted", 1), receipts=True)
     handle = FakeHandle([DIGEST, PROFILES], stored)

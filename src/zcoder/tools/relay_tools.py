@@ -185,7 +185,9 @@ def _ack_result(ack: Ack, peer: Peer) -> ToolResult:
     project = escape_controls(m.project)
     if ack.status == "accepted":
         follow = _follow_up(ack)
-        status = f"accepted (queue position {ack.queue_position})"
+        # A peer may accept without a readable position (a reader is liberal): say no more.
+        position = ack.queue_position
+        status = "accepted" if position is None else f"accepted (queue position {position})"
         note = f"{project} (pid {m.pid}) stored the message in its queue. {_NOT_DONE}"
         summary = f"{status} by {project} (pid {m.pid})"
         if not ack.receipts:

@@ -21,6 +21,7 @@ __all__ = [
     "MAX_LINE_BYTES",
     "LineSplitter",
     "ShowInfo",
+    "count_field",
     "decode_chat_line",
     "decode_models",
     "decode_show",
@@ -28,6 +29,7 @@ __all__ = [
     "encode_chat_request",
     "encode_message",
     "error_text",
+    "text_field",
 ]
 
 # A chat line is one token or one set of tool calls; 16 MiB without a newline is not a line.
@@ -77,21 +79,23 @@ def _preview(raw: bytes | str) -> str:
     return text if len(text) <= _PREVIEW else text[:_PREVIEW] + "..."
 
 
-def _text(obj: Mapping[str, Any], key: str) -> str:
+def text_field(obj: Mapping[str, Any], key: str, where: str = "chat chunk") -> str:
+    """``obj[key]`` as a string (absent or null: ``""``); anything else is malformed."""
     value = obj.get(key)
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise MalformedStream(f"chat chunk field {key!r} is not a string: {value!r:.80}")
+        raise MalformedStream(f"{where} field {key!r} is not a string: {value!r:.80}")
     return value
 
 
-def _count(obj: Mapping[str, Any], key: str) -> int:
+def count_field(obj: Mapping[str, Any], key: str, where: str = "chat chunk") -> int:
+    """``obj[key]`` as a token count (absent or null: 0); a bool or a negative is malformed."""
     value = obj.get(key)
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise MalformedStream(f"chat chunk field {key!r} is not a count: {value!r:.80}")
+        raise MalformedStream(f"{where} field {key!r} is not a count: {value!r:.80}")
     return value
 
 
@@ -168,14 +172,14 @@ def decode_chat_line(line: bytes) -> ChatChunk:
     if not isinstance(message, dict):
         raise MalformedStream(f"chat chunk 'message' is not an object: {_preview(line)}")
     return ChatChunk(
-        content=_text(message, "content"),
-        thinking=_text(message, "thinking"),
+        content=text_field(message, "content"),
+        thinking=text_field(message, "thinking"),
         tool_calls=_tool_calls(message),
         done=done,
-        done_reason=_text(obj, "done_reason"),
-        prompt_eval_count=_count(obj, "prompt_eval_count"),
-        eval_count=_count(obj, "eval_count"),
-        eval_duration_ns=_count(obj, "eval_duration"),
+        done_reason=text_field(obj, "done_reason"),
+        prompt_eval_count=count_field(obj, "prompt_eval_count"),
+        eval_count=count_field(obj, "eval_count"),
+        eval_duration_ns=count_field(obj, "eval_duration"),
     )
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo
-from zcoder.agent.ollama_wire import decode_tool_call, error_text
+from zcoder.agent.ollama_wire import count_field, decode_tool_call, error_text, text_field
 from zcoder.conversation import Message
 from zcoder.errors import MalformedStream, StreamErrorLine
 
@@ -105,21 +105,11 @@ def _error_of(text: str) -> str:
 
 
 def _text(obj: Mapping[str, Any], key: str) -> str:
-    value = obj.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise MalformedStream(f"chunk field {key!r} is not a string: {value!r:.80}")
-    return value
+    return text_field(obj, key, "chunk")
 
 
 def _count(obj: Mapping[str, Any], key: str) -> int:
-    value = obj.get(key)
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise MalformedStream(f"usage field {key!r} is not a count: {value!r:.80}")
-    return value
+    return count_field(obj, key, "usage")
 
 
 class ReplyAssembler:

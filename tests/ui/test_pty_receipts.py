@@ -81,3 +81,28 @@ def test_a_version_1_peer_takes_the_task_and_sends_no_receipts(
         submit(a.app, "/agents sent")
         a.app.wait_for("· accepted (this peer sends no receipts) ·")
         assert [s for _, s in zsh.requests() if s != "pong"] == ["accepted"]
+
+
+def test_the_receiver_holds_approves_and_denies_and_the_sender_is_told(
+    launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs
+) -> None:
+    a = start_agent(launch, start_fake, pty_dirs, "alpha")
+    b = start_agent(launch, start_fake, pty_dirs, "beta", text_response("Done in beta."))
+    who = f"beta (pid {b.app.app_pid})"
+    submit(b.app, "/agents hold")
+    b.app.wait_for("Relayed messages are held")
+    submit(a.app, "/send @beta first task")
+    a.app.wait_for(f"⇄ {who} holds your message for its user")
+    b.app.wait_for("Relayed message 1 from alpha")
+    submit(b.app, "/agents inbox")
+    b.app.wait_for(re.compile(r"1\. held +alpha \(pid \d+\) · verified · .* first task"))
+    submit(b.app, "/agents approve 1")
+    a.app.wait_for(f"⇄ {who} started your message: first task")
+    a.app.wait_for(f"⇄ {who} completed your message: Done in beta.")
+    submit(a.app, "/send @beta second task")
+    b.app.wait_for("Relayed message 2 from alpha")
+    submit(b.app, "/agents deny 2")
+    b.app.wait_for("denied: removed without running")
+    a.app.wait_for(f"⇄ {who} denied your message")
+    assert len(b.fake.chat_requests()) == 1  # only the approved message reached the model
+    assert a.fake.chat_requests() == []  # /send needs no model on the sender's side

@@ -49,6 +49,9 @@ async def test_a_paused_receiver_s_refusal_is_shown_and_told_as_not_delivered(
         (entry,) = [e for e in a.sink.entries() if e.meta.get("name") == SEND]
         assert (entry.meta["state"], entry.text) == ("undelivered", why)
         assert b.backend.relay_status() == ("paused", 0)  # nothing was stored
+        # Drawn again from the session (a resume, /sessions N): still not delivered.
+        (saved,) = [e for e in a.backend.session_events() if e.meta.get("name") == SEND]
+        assert saved.meta["state"] == "undelivered"
 
 
 async def test_a_send_that_cannot_go_is_refused_without_a_question(short_tmp: Path) -> None:

@@ -71,10 +71,17 @@ class _SendCardLabels:
         elif isinstance(event, Entry) and event.event.meta.get("name") == SEND_AGENT_MESSAGE:
             # The same label as the card's, so the view knows this card is already shown.
             meta = {**event.event.meta, "target": self._label(event.event.meta.get("target", ""))}
-            if meta.get("state") == "failed":
-                meta["state"] = "undelivered"
-            event = Entry(attrs.evolve(event.event, meta=meta))
+            event = Entry(as_shown(attrs.evolve(event.event, meta=meta)))
         self._inner.emit(event)
+
+
+def as_shown(event: TranscriptEvent) -> TranscriptEvent:
+    """A saved transcript event as the screen shows it: a send that failed was not
+    delivered (nothing was stored), also when a resumed session draws it again."""
+    meta = event.meta
+    if meta.get("name") == SEND_AGENT_MESSAGE and meta.get("state") == "failed":
+        return attrs.evolve(event, meta={**meta, "state": "undelivered"})
+    return event
 
 
 def _installed(name: str, models: list[str]) -> bool:
@@ -160,7 +167,7 @@ class AgentBackend:
         return self.agent.session.title
 
     def session_events(self) -> list[TranscriptEvent]:
-        return list(self._session.events)
+        return [as_shown(e) for e in self._session.events]
 
     async def run_turn(self, text: str) -> str:
         self.inbox.exchanges.local_turn()  # the user is in the loop again
@@ -252,7 +259,7 @@ class AgentBackend:
         except BaseException:
             self._store.release(session)
             raise
-        return list(session.events)
+        return [as_shown(e) for e in session.events]
 
     # -- the relay ----------------------------------------------------------------------
     async def start_relay(self, root: trio.Nursery) -> str:

@@ -82,14 +82,8 @@ def remove_stale_runtime_dirs(env: Mapping[str, str] | None = None) -> list[Path
             found = grammar.fullmatch(name)
             if found is None or _alive(int(found.group(1))):
                 continue
-            path = parent / name
-            try:
-                st = os.lstat(path)
-            except OSError:
-                continue
-            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
-                shutil.rmtree(path, ignore_errors=True)
-                removed.append(path)
+            if _remove_if_ours(parent / name):
+                removed.append(parent / name)
     return removed
 
 
@@ -117,12 +111,20 @@ def make_runtime_dir(env: Mapping[str, str] | None = None) -> Path:
 
 def remove_runtime_dir(path: Path) -> None:
     """Remove the directory if it is still ours; idempotent, never follows a symlink."""
+    _remove_if_ours(path)
+
+
+def _remove_if_ours(path: Path) -> bool:
+    """Remove ``path`` when ``lstat`` shows a real directory (never a symlink) owned by us;
+    whether it did. Anything that cannot be examined is left alone."""
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
-        shutil.rmtree(path, ignore_errors=True)
+    except OSError:
+        return False
+    if not (stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()):
+        return False
+    shutil.rmtree(path, ignore_errors=True)
+    return True
 
 
 @contextmanager

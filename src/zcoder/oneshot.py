@@ -7,7 +7,7 @@ server found (no host configured, none detected), a session that cannot be opene
 a turn that ended ``blocked``, at its step limit or stopped by loop detection (the task was
 not done); 2 for a ``--debug-log`` file that cannot be written; 130 on Ctrl-C (SIGINT) and
 143 on SIGTERM, after the history is made consistent and saved. The session and the log are
-set up by ``prepare_run``, as in the interactive app.
+set up by ``prepare_run`` (through ``prepare_or_say``), as in the interactive app.
 """
 
 from __future__ import annotations
@@ -21,12 +21,10 @@ import trio
 from zcoder.agent.agent import Agent, TurnOutcome, TurnRequest
 from zcoder.agent.connect import choose_server, make_client
 from zcoder.config import Config
-from zcoder.errors import ConfigError, SessionError
 from zcoder.oneshot_io import StreamSink, TtyApprover
-from zcoder.prepare import PreparedRun, prepare_run, take_server_choice
+from zcoder.prepare import PreparedRun, prepare_or_say, take_server_choice
 from zcoder.session import Session, SessionStore
 from zcoder.tools.registry import Toolbox, core_tools
-from zcoder.visible import escape_controls
 
 __all__ = ["exit_status", "resume_hint", "run_oneshot"]
 
@@ -39,14 +37,9 @@ def exit_status(outcome: TurnOutcome) -> int:
 
 def run_oneshot(config: Config) -> int:
     """Run the turn of ``config.prompt``; return the process exit status."""
-    try:
-        run = prepare_run(config)
-    except ConfigError as exc:
-        sys.stderr.write(f"zcoder: {escape_controls(str(exc))}\n")
-        return 2
-    except SessionError as exc:
-        sys.stderr.write(f"zcoder: {escape_controls(str(exc))}\n")
-        return 1
+    run = prepare_or_say(config)
+    if isinstance(run, int):
+        return run
     try:
         return trio.run(_main, config, run)
     except KeyboardInterrupt:  # Ctrl-C before the turn could take it over

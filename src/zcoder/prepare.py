@@ -14,6 +14,7 @@ here: it is asynchronous and belongs to the Trio part of each mode.
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
 import attrs
@@ -22,8 +23,9 @@ from zcoder.config import Config
 from zcoder.errors import ConfigError, SessionError
 from zcoder.logfile import install_log
 from zcoder.session import Session, SessionStore
+from zcoder.visible import escape_controls
 
-__all__ = ["PreparedRun", "prepare_run", "take_server_choice"]
+__all__ = ["PreparedRun", "prepare_or_say", "prepare_run", "take_server_choice"]
 
 
 @attrs.frozen
@@ -59,6 +61,19 @@ def prepare_run(config: Config, *, warnings_to: Path | None = None) -> PreparedR
             store.release(session)
             raise
     return PreparedRun(store, session, resumed=True)
+
+
+def prepare_or_say(config: Config, *, warnings_to: Path | None = None) -> PreparedRun | int:
+    """``prepare_run``, or the exit status after saying on stderr, in one line, why it could
+    not: 2 for a bad setting (an unwritable ``--debug-log``), 1 for the session."""
+    try:
+        return prepare_run(config, warnings_to=warnings_to)
+    except ConfigError as exc:
+        sys.stderr.write(f"zcoder: {escape_controls(str(exc))}\n")
+        return 2
+    except SessionError as exc:
+        sys.stderr.write(f"zcoder: {escape_controls(str(exc))}\n")
+        return 1
 
 
 def take_server_choice(run: PreparedRun, config: Config) -> None:

@@ -32,9 +32,8 @@ from zcoder.app.backend import AgentBackend
 from zcoder.app.worker import TurnWorker
 from zcoder.commands import complete
 from zcoder.config import Config
-from zcoder.errors import ConfigError, SessionError
 from zcoder.live import LiveEvent
-from zcoder.prepare import prepare_run
+from zcoder.prepare import prepare_or_say
 from zcoder.runtime import open_runtime_dir
 from zcoder.session import Session, SessionStore
 from zcoder.ui.backend import Unrun
@@ -71,14 +70,9 @@ class _Exit:
 def run_app(config: Config) -> int:
     """Run the interactive app until the user leaves; return the exit status."""
     with open_runtime_dir() as runtime_dir:
-        try:
-            run = prepare_run(config, warnings_to=runtime_dir / "zcoder.log")
-        except ConfigError as exc:
-            sys.stderr.write(f"zcoder: {visible_text(str(exc))}\n")
-            return 2
-        except SessionError as exc:
-            sys.stderr.write(f"zcoder: {visible_text(str(exc))}\n")
-            return 1
+        run = prepare_or_say(config, warnings_to=runtime_dir / "zcoder.log")
+        if isinstance(run, int):
+            return run
         state = _Exit(session_id=run.session.id)
         try:
             asyncio.run(_host_main(config, run.store, run.session, state, runtime_dir))

@@ -6,7 +6,8 @@ from pathlib import Path, PurePath
 
 import pytest
 
-from zcoder.policy import command_control_files, control_file, decide_command
+from zcoder.conversation import Origin
+from zcoder.policy import CommandVerdict, command_control_files, control_file, decide_command
 
 WS, HOME = PurePath("/w/proj"), PurePath("/home/u/.config/zcoder")
 
@@ -46,6 +47,18 @@ def test_where_a_symlink_leads_counts() -> None:
 # -- commands of a relayed turn under --yes -------------------------------------------------
 
 
+def verdict_under_yes(command: str, origin: Origin) -> CommandVerdict:
+    return decide_command(
+        command,
+        policy="allow",
+        profile="coding",
+        origin=origin,
+        granted=False,
+        workspace=Path(str(WS)),
+        home=Path(str(HOME)),
+    )
+
+
 @pytest.mark.parametrize(
     ("command", "word"),
     [
@@ -59,27 +72,10 @@ def test_where_a_symlink_leads_counts() -> None:
 )
 def test_a_relayed_command_naming_a_control_file_asks_under_yes(command: str, word: str) -> None:
     assert word in command_control_files(command, home=HOME)
-    verdict = decide_command(
-        command,
-        policy="allow",
-        profile="coding",
-        origin="relay",
-        granted=False,
-        workspace=Path(str(WS)),
-        home=Path(str(HOME)),
-    )
+    verdict = verdict_under_yes(command, "relay")
     assert (verdict.action, verdict.choices) == ("ask", ("y", "n"))
     # A local turn under --yes runs it: the user chose --yes for their own commands.
-    local = decide_command(
-        command,
-        policy="allow",
-        profile="coding",
-        origin="user",
-        granted=False,
-        workspace=Path(str(WS)),
-        home=Path(str(HOME)),
-    )
-    assert local.action == "run"
+    assert verdict_under_yes(command, "user").action == "run"
 
 
 @pytest.mark.parametrize(
@@ -87,13 +83,4 @@ def test_a_relayed_command_naming_a_control_file_asks_under_yes(command: str, wo
 )
 def test_other_relayed_commands_still_run_under_yes(command: str) -> None:
     assert command_control_files(command, home=HOME) == ""
-    verdict = decide_command(
-        command,
-        policy="allow",
-        profile="coding",
-        origin="relay",
-        granted=False,
-        workspace=Path(str(WS)),
-        home=Path(str(HOME)),
-    )
-    assert verdict.action == "run"
+    assert verdict_under_yes(command, "relay").action == "run"

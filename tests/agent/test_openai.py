@@ -12,6 +12,7 @@ import httpx
 import pytest
 import trio
 
+from tests.agent.test_ollama import HELLO, MODEL, CountingTransport
 from tests.fakes.openai_server import FakeOpenAI
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelClient, ModelInfo, StallLimits
 from zcoder.agent.openai import OpenAIClient
@@ -26,21 +27,7 @@ from zcoder.errors import (
     StreamStalled,
 )
 
-MODEL = "qwen3-coder:latest"
-HELLO = [{"thinking": "hmm"}, {"content": "Hel"}, {"content": "lo"}]
-
-
-class CountingTransport(httpx.AsyncBaseTransport):
-    def __init__(self) -> None:
-        self.inner = httpx.AsyncHTTPTransport()
-        self.attempts = 0
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.attempts += 1
-        return await self.inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+# The same script, model and attempt counter as the Ollama client's tests: one contract.
 
 
 @pytest.fixture

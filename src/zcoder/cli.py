@@ -88,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     a("--no-think", action="store_true", help="do not ask the model to think")
     a("--no-warmup", action="store_true", help="do not preload the model at start")
     a("--context-window", type=_positive_int, metavar="N", help="context size (num_ctx)")
+    a(
+        "--compact-at",
+        metavar="PCT",
+        help="compact the history when a request would pass PCT%% of the context window "
+        "(ZCODER_COMPACT_AT, 25-90, default 80)",
+    )
     a("--debug-log", metavar="FILE", help="write a debug log to FILE")
     a("--temperature", metavar="T", help="sampling temperature 0-2 (default: the server's)")
     a("--max-output-tokens", metavar="N", help="output cap per model step (default 4096)")
@@ -129,6 +135,7 @@ def _raw_options(ns: argparse.Namespace) -> RawOptions:
         no_think=ns.no_think,
         no_warmup=ns.no_warmup,
         context_window=ns.context_window,
+        compact_at=ns.compact_at,
         debug_log=ns.debug_log,
         prompt=ns.prompt,
         temperature=ns.temperature,

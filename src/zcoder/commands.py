@@ -29,7 +29,8 @@ class Command:
     ``idle_only``: refused while a turn runs. ``args_idle_only``: the bare command may run
     during a turn (it only shows something) but the form with arguments changes state.
     ``arg_kind`` names what the argument completes to (``models``, ``sessions``,
-    ``agents``: the live peers' ``@labels``, or a fixed ``choices`` list). ``multiline``: its
+    ``agents``: the live peers' ``@labels``, a fixed ``choices`` list, or ``text``: free text
+    with no completion). ``multiline``: its
     argument may span lines (``/send``'s text); every other command is one line.
     """
 
@@ -70,6 +71,14 @@ COMMANDS: tuple[Command, ...] = (
         args_idle_only=True,
         arg_kind="sessions",
     ),
+    Command(
+        "compact",
+        "/compact [FOCUS]",
+        "summarise the older history now to free the context window (FOCUS: what to keep)",
+        idle_only=True,
+        arg_kind="text",
+    ),
+    Command("context", "/context", "show how full the context window is, and with what"),
     Command("list-agents", "/list-agents", "list the other zcoder instances on this machine"),
     Command(
         "agents",

@@ -66,6 +66,7 @@ DEFAULT_MAX_OUTPUT_TOKENS = 4096
 DEFAULT_FIRST_TOKEN_TIMEOUT = 300.0
 DEFAULT_STALL_TIMEOUT = 60.0
 DEFAULT_APPROVAL_GUARD_MS = 300
+DEFAULT_COMPACT_AT = 80
 Api = Literal["ollama", "openai"]
 APIS: tuple[Api, ...] = ("ollama", "openai")
 _HOST_RE = re.compile(
@@ -87,6 +88,7 @@ class RawOptions:
     no_think: bool = False
     no_warmup: bool = False
     context_window: int | None = None
+    compact_at: str | None = None
     debug_log: str | None = None
     prompt: str | None = None
     # Model bounds, as typed (validated by load_config, so the error names the flag).
@@ -111,6 +113,8 @@ class Config:
     think: bool = True
     warmup: bool = True
     context_window: int | None = None
+    # Compact the history when a request would pass this percentage of the window.
+    compact_at: int = DEFAULT_COMPACT_AT
     debug_log: Path | None = None
     prompt: str | None = None
     relay: RelaySettings = attrs.field(factory=RelaySettings)
@@ -356,6 +360,11 @@ def _model_bounds(opts: RawOptions, env: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
+def _compact_at(opts: RawOptions, env: Mapping[str, str]) -> int:
+    raw, name = _setting(opts.compact_at, "--compact-at", env, "ZCODER_COMPACT_AT")
+    return DEFAULT_COMPACT_AT if raw is None else _int(name, raw, 25, 90)
+
+
 def _approval_guard(env: Mapping[str, str]) -> float:
     raw = env.get("ZCODER_APPROVAL_GUARD_MS")
     if not raw:
@@ -399,6 +408,7 @@ def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
         think=not opts.no_think,
         warmup=not opts.no_warmup and warmup_env == "on",
         context_window=opts.context_window,
+        compact_at=_compact_at(opts, env),
         debug_log=Path(opts.debug_log).expanduser() if opts.debug_log else None,
         prompt=opts.prompt,
         relay=relay,

@@ -14,6 +14,7 @@ import attrs
 from zcoder.conversation import ToolResult, TranscriptEvent
 
 __all__ = [
+    "ContextFill",
     "Entry",
     "LiveEvent",
     "StateChange",
@@ -26,7 +27,14 @@ __all__ = [
 ]
 
 TurnState = Literal[
-    "thinking", "streaming", "running_tool", "waiting_approval", "ready", "stopped", "error"
+    "thinking",
+    "streaming",
+    "running_tool",
+    "waiting_approval",
+    "compacting",
+    "ready",
+    "stopped",
+    "error",
 ]
 # "undelivered": a relay send the receiver did not store (refused, or no answer).
 ToolState = Literal[
@@ -93,7 +101,19 @@ class Entry:
     event: TranscriptEvent
 
 
-LiveEvent = TextDelta | ThinkingDelta | ToolUpdate | StateChange | Entry
+@attrs.frozen
+class ContextFill:
+    """How full the next request will make the context window (the status bar's ``ctx``)."""
+
+    tokens: int
+    window: int
+
+    @property
+    def percent(self) -> int:
+        return min(999, round(100 * self.tokens / max(1, self.window)))
+
+
+LiveEvent = TextDelta | ThinkingDelta | ToolUpdate | StateChange | Entry | ContextFill
 
 
 class TurnSink(Protocol):

@@ -40,7 +40,7 @@ from zcoder.errors import (
     StreamErrorLine,
     StreamStalled,
 )
-from zcoder.live import LiveEvent, StateChange, TextDelta, ToolUpdate
+from zcoder.live import ContextFill, LiveEvent, StateChange, TextDelta, ToolUpdate
 from zcoder.policy import DENIED_BY_POLICY
 from zcoder.tools import schema
 from zcoder.tools.base import Tool, ToolContext, ToolResult
@@ -625,8 +625,9 @@ async def test_context_window_is_sent_and_a_full_one_is_reported(tmp_path: Path)
     )
     await small.agent.run_turn(user("long " * 950))
     assert [r.num_ctx for r in small.client.requests] == [2048, 2048]
-    notes = [e.text for e in small.session.events if e.role == "system"]
-    assert len(notes) == 1 and "nearly fills the context window (2048 tokens)" in notes[0]
+    fills = [e for e in small.sink.events if isinstance(e, ContextFill)]
+    assert fills and {f.window for f in fills} == {2048}
+    assert fills[-1].percent > 50  # the status bar's ``ctx``
 
 
 def test_token_estimate_counts_messages_calls_and_tools() -> None:
@@ -634,7 +635,8 @@ def test_token_estimate_counts_messages_calls_and_tools() -> None:
         Message(role="user", content="x" * 400),
         Message(role="assistant", content="", tool_calls=(ToolCall("read_file", {"p": "a"}),)),
     ]
-    assert estimate_tokens(messages, []) == (400 + len('{"p": "a"}') + len("read_file") + 2) // 4
+    call_chars = len('{"p": "a"}') + len("read_file")
+    assert estimate_tokens(messages, []) == 400 // 4 + 4 + call_chars // 4 + 4
 
 
 async def test_a_call_with_unreadable_arguments_is_answered_not_run(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from tests.agent.doubles import HANG, call, text, tools
 from tests.agent.test_loop import assert_history_valid, make_rig, user
 from zcoder.agent.agent import TurnOutcome
 from zcoder.agent.model import ChatChunk
-from zcoder.agent.window import DEFAULT_NUM_CTX, estimate_tokens
+from zcoder.agent.context import DEFAULT_NUM_CTX, estimate_tokens
 from zcoder.conversation import Message, ToolCall, TranscriptEvent
 from zcoder.errors import ServerUnavailable
 
@@ -102,7 +102,7 @@ async def test_runaway_thinking_is_stopped_too(tmp_path: Path) -> None:
     assert outcome.status == "loop_stopped" and "in its thinking" in outcome.error
 
 
-async def test_calibrated_estimate_warns_that_a_larger_window_is_needed(
+async def test_a_window_the_fixed_prompt_alone_overflows_ends_the_turn_saying_so(
     tmp_path: Path,
 ) -> None:
     # Learn the first request's estimate, then let the server report twice as many tokens.
@@ -114,17 +114,18 @@ async def test_calibrated_estimate_warns_that_a_larger_window_is_needed(
     reported.append(ChatChunk(done=True, prompt_eval_count=2 * estimate))
     window = int(estimate * 1.5)
     rig = make_rig(tmp_path, [reported, text("ok")], context_window=window)
-    await rig.agent.run_turn(user("q"))
-    (note,) = notes(rig.session.events)
-    assert "The system prompt and tool schemas alone take about" in note
-    assert f"of the {window}-token context window" in note
-    assert "raise --context-window" in note and "new session" not in note
-    # without the server's count the raw estimate fits: no notice
+    outcome = await rig.agent.run_turn(user("q"))
+    assert outcome.status == "error"
+    assert "The system prompt and tool schemas alone take about" in outcome.error
+    assert f"of the {window:,}-token context window" in outcome.error
+    assert "raise --context-window" in outcome.error
+    assert len(rig.client.requests) == 1  # the second step was never sent
+    assert_history_valid(rig.session.history)
+    # without the server's count the raw estimate fits: the turn runs
     uncalibrated = make_rig(
         tmp_path, [tools(call("read_file", path="a")), text("ok")], context_window=window
     )
-    await uncalibrated.agent.run_turn(user("q"))
-    assert notes(uncalibrated.session.events) == []
+    assert (await uncalibrated.agent.run_turn(user("q"))).status == "answered"
 
 
 async def test_tagged_and_xml_printed_calls_run_with_typed_arguments(tmp_path: Path) -> None:

@@ -146,6 +146,15 @@ class FakeBackend:
     def relay_waits_for_model(self) -> bool:
         return self.held and bool(self.relayed)
 
+    def context_percent(self) -> int | None:
+        return None
+
+    async def context_lines(self) -> list[str]:
+        return ["window        2,048 tokens"]
+
+    async def compact(self, focus: str) -> bool:
+        return False
+
     def relay_unrun(self) -> list[Unrun]:
         return [Unrun(f"1-ab-{n}", "peer (pid 7)", text) for n, text in enumerate(self.relayed)]
 

@@ -16,17 +16,18 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from zcoder.agent.context import Calibration, Window, decide_window, estimate_tokens
+from zcoder.agent.context_report import context_report
 from zcoder.agent.loop import Turn
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelClient, ModelInfo
 from zcoder.agent.parts import Conversation, TurnParts
 from zcoder.agent.turns import OutcomeStatus, RelaySender, TurnOutcome, TurnRequest
-from zcoder.agent.window import Calibration, Window, decide_window
 from zcoder.approval import Approver
 from zcoder.config import Config
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import ModelError, SessionError
 from zcoder.instructions import load_instructions
-from zcoder.live import Entry, TurnSink
+from zcoder.live import ContextFill, Entry, StateChange, TurnSink
 
 if TYPE_CHECKING:
     from zcoder.session import Session, SessionStore
@@ -94,6 +95,7 @@ class Agent:
         self._no_thinking: set[str] = set()  # models that refused think=true
         self._reported: dict[str, int | None] = {}  # the server's context window per model
         self._calibrations: dict[str, Calibration] = {}
+        self._fixed_estimate = 0  # the system prompt and tools of the last request, estimated
         self._scope: trio.CancelScope | None = None
 
     @property
@@ -183,7 +185,9 @@ class Agent:
                 outcome = await turn.run(await self._window())
             if scope.cancelled_caught:
                 outcome = turn.interrupt()
-            outcome = attrs.evolve(outcome, reached_model=reach.reached)
+            # A request the server refused as too large for its window is final: it is
+            # settled as failed, never retried as if the model were down.
+            outcome = attrs.evolve(outcome, reached_model=reach.reached or turn.refused)
             if request.origin == "relay" and outcome.status == "error" and not reach.reached:
                 del session.history[before:]
         except BaseException:
@@ -195,6 +199,54 @@ class Agent:
             self._keep(turn)
             await self._save_async(session)  # shielded by the store: always done
         return outcome
+
+    async def compact(self, focus: str = "") -> bool:
+        """``/compact [focus]``: summarise the history now (a cancel leaves it as it was);
+        whether anything changed."""
+        if self._scope is not None:
+            raise RuntimeError("cannot compact while a turn runs")
+        session = self.session
+        turn = self._turn(self._client, TurnRequest("user", "(compact)"))
+        self._scope = scope = trio.CancelScope()
+        plan = None
+        try:
+            with scope:
+                window = await self._window()
+                turn.use_window(window)
+                plan = await turn.compact(force=True, focus=focus)
+        except ModelError as exc:
+            self._sink.emit(Entry(TranscriptEvent(role="error", text=turn.describe(exc))))
+        finally:
+            self._scope = None
+            self._keep(turn)
+            self._sink.emit(StateChange("stopped" if scope.cancelled_caught else "ready"))
+        if scope.cancelled_caught:
+            self._note("Compaction stopped; the history is unchanged.")
+        elif plan is None and not scope.cancelled_caught:
+            self._note("Nothing to compact: the history is already as small as it gets.")
+        if plan is not None:
+            await self._save_async(session)
+        return plan is not None
+
+    def context_fill(self) -> ContextFill | None:
+        """How full the next request would make the window (None before any request)."""
+        if not self._fixed_estimate:
+            return None
+        window = decide_window(self._config.context_window, self._reported.get(self._model))
+        calibration = self._calibrations.setdefault(self._model, Calibration())
+        estimate = self._fixed_estimate + estimate_tokens(self.session.history, [])
+        return ContextFill(calibration.tokens(estimate), window.tokens)
+
+    async def context_lines(self) -> list[str]:
+        """``/context``: the window and who set it, and what fills it."""
+        turn = self._turn(self._client, TurnRequest("user", "(context)"))
+        turn.use_window(await self._window())
+        return context_report(
+            turn.sizes(), turn.fixed_estimate, self.session.history, self._client.kind
+        )
+
+    def _note(self, text: str) -> None:
+        self._sink.emit(Entry(TranscriptEvent(role="system", text=text)))
 
     def _turn(self, client: ModelClient, request: TurnRequest) -> Turn:
         parts = TurnParts(
@@ -216,6 +268,9 @@ class Agent:
         grant needs no keeping: the turn gave it to the conversation itself.)"""
         if self._config.think and not turn.think:
             self._no_thinking.add(self._model)
+        if turn.learned_window is not None:
+            self._reported[self._model] = turn.learned_window.tokens
+        self._fixed_estimate = turn.fixed_estimate or self._fixed_estimate
 
     def _save(self, session: Session) -> None:
         # A failed save must not lose the turn's answer: say so and keep going; the next

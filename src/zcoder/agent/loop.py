@@ -15,6 +15,16 @@ from typing import Any
 
 import attrs
 
+from zcoder.agent.compaction import Plan, Sizes, plan_compaction
+from zcoder.agent.compactor import run_plan
+from zcoder.agent.context import (
+    DEFAULT_NUM_CTX,
+    Budget,
+    Window,
+    estimate_tokens,
+    fixed_too_large,
+    overflow_of,
+)
 from zcoder.agent.loop_guard import EMPTY_REPLY_NUDGE, REPEAT_WARNING, TurnGuard
 from zcoder.agent.model import ChatChunk, ChatRequest
 from zcoder.agent.parts import TurnParts
@@ -22,18 +32,27 @@ from zcoder.agent.printed_calls import printed_tool_calls
 from zcoder.agent.prompts import build_system_prompt
 from zcoder.agent.rounds import RoundRunner, describe_model_error
 from zcoder.agent.runaway import RunawayDetector
-from zcoder.agent.turns import OutcomeStatus, TurnOutcome, TurnRequest, relay_record
-from zcoder.agent.window import DEFAULT_NUM_CTX, Window, context_notice, estimate_tokens
+from zcoder.agent.turns import STOP_MARKER, OutcomeStatus, TurnOutcome, TurnRequest, relay_record
 from zcoder.conversation import Message, ToolCall
-from zcoder.errors import ModelError, ModelHTTPError
-from zcoder.live import StateChange, TextDelta, ThinkingDelta
+from zcoder.errors import ModelError, ModelHTTPError, StreamErrorLine
+from zcoder.live import ContextFill, StateChange, TextDelta, ThinkingDelta
 
 __all__ = ["DEFAULT_NUM_CTX", "STOP_MARKER", "Turn", "estimate_tokens"]
 
 _log = logging.getLogger(__name__)
 
-STOP_MARKER = "[Response generation stopped by user.]"
 _DEFAULT_WINDOW = Window(DEFAULT_NUM_CTX)
+
+
+class _TooLarge(Exception):
+    """The next request cannot fit the window, however the history is compacted."""
+
+
+def _overflow(exc: ModelError) -> bool:
+    """Whether the server refused the request as larger than its context window."""
+    if isinstance(exc, ModelHTTPError):
+        return overflow_of(exc.server_message) is not None
+    return isinstance(exc, StreamErrorLine) and overflow_of(str(exc)) is not None
 
 
 @attrs.define
@@ -65,8 +84,12 @@ class Turn:
         self._window = _DEFAULT_WINDOW
         self._guard = TurnGuard()
         self._reply: _Reply | None = None
-        self._context_warned = False
         self._estimate = self._fixed_estimate = 0
+        self._overflowed = False
+        # The server refused the turn as too large for its window: final, not "model down".
+        self.refused = False
+        # A window the server named in a context error (smaller than the one decided).
+        self.learned_window: Window | None = None
         self.rounds = RoundRunner(parts, request.origin, request.sender)
 
     def begin(self) -> None:
@@ -95,13 +118,44 @@ class Turn:
                 return self._fail("step_limit", "Stopped: the turn reached its step limit.")
             try:
                 reply = await self._stream()
+            except _TooLarge as exc:
+                self.refused = True
+                return self._fail("error", str(exc))
             except ModelError as exc:
                 _log.debug("model request failed: %r", exc)
-                message = describe_model_error(exc, self._p.config.host, self._p.model())
-                return self._fail("error", message)
+                if _overflow(exc):
+                    if not self._overflowed:
+                        # Compact and send the step again, once.
+                        self._overflowed = True
+                        self._learn_overflow(exc)
+                        self._guard.steps -= 1
+                        continue
+                    self.refused = True
+                    return self._fail("error", self._too_large_text(exc))
+                return self._fail("error", self.describe(exc))
             outcome = await self._handle(reply)
+            self._show_fill()
             if outcome is not None:
                 return outcome
+
+    def _learn_overflow(self, exc: ModelError) -> None:
+        """What a context error tells: the prompt's real size, and the real window."""
+        text = exc.server_message if isinstance(exc, ModelHTTPError) else str(exc)
+        overflow = overflow_of(text)
+        if overflow is None:
+            return
+        if overflow.prompt_tokens:
+            self._p.calibration.observe(self._estimate, overflow.prompt_tokens)
+        if overflow.window and overflow.window < self._window.tokens:
+            self._window = self.learned_window = Window(overflow.window, by_server=True)
+
+    def _too_large_text(self, exc: ModelError) -> str:
+        text = exc.server_message if isinstance(exc, ModelHTTPError) else str(exc)
+        return (
+            f"The request does not fit the model's {self._window.tokens:,}-token context "
+            f"window, even compacted ({self._p.client.kind}: {text[:200]}): the task is "
+            "too large for this window; split it, or give the model a larger window."
+        )
 
     async def _handle(self, reply: _Reply) -> TurnOutcome | None:
         history = self._p.session.history
@@ -177,15 +231,7 @@ class Turn:
         server's prompt cache then holds the prefix of the first real step.
         """
         specs = self.rounds.tool_specs()
-        sender = self._request.sender
-        prompt = build_system_prompt(
-            profile=self._p.config.profile,
-            workspace=self._p.config.workspace,
-            tool_names=[s["function"]["name"] for s in specs],
-            instructions=self._instructions,
-            relay_sender=sender.instance_id if sender is not None else "",
-        )
-        system = Message(role="system", content=prompt)
+        system = self._system_message(specs)
         messages = [system, *self._p.session.history]
         self._estimate = estimate_tokens(messages, specs)
         self._fixed_estimate = estimate_tokens([system], specs)
@@ -200,19 +246,100 @@ class Turn:
             temperature=config.temperature,
         )
 
-    def _check_context(self) -> None:
-        if self._context_warned:
-            return
-        calibration = self._p.calibration
-        notice = context_notice(
-            calibration.tokens(self._estimate),
-            calibration.tokens(self._fixed_estimate),
-            self._window,
-            self._p.client.kind,
+    def _system_message(self, specs: list[dict[str, Any]]) -> Message:
+        sender = self._request.sender
+        prompt = build_system_prompt(
+            profile=self._p.config.profile,
+            workspace=self._p.config.workspace,
+            tool_names=[s["function"]["name"] for s in specs],
+            instructions=self._instructions,
+            relay_sender=sender.instance_id if sender is not None else "",
         )
-        if notice is not None:
-            self._context_warned = True
-            self._p.entry("system", notice)
+        return Message(role="system", content=prompt)
+
+    def use_window(self, window: Window) -> None:
+        """Measure against ``window`` (``run`` and ``warm`` take theirs as an argument)."""
+        self._window = window
+
+    @property
+    def fixed_estimate(self) -> int:
+        """The estimated size of the system prompt and the tool schemas of this turn."""
+        if not self._fixed_estimate:
+            self._chat_request()
+        return self._fixed_estimate
+
+    def describe(self, exc: ModelError) -> str:
+        return describe_model_error(exc, self._p.config.host, self._p.model())
+
+    def sizes(self) -> Sizes:
+        """How this turn measures its requests (after ``_chat_request`` set the estimates)."""
+        config = self._p.config
+        budget = Budget(self._window, config.compact_at, config.max_output_tokens)
+        return Sizes(self._p.calibration, budget, self._fixed_estimate)
+
+    async def _fitted_request(self) -> ChatRequest:
+        """The next request, compacted first when it would pass the threshold (or the
+        server said it overflowed), with an output cap that stays inside the window."""
+        request = self._chat_request()
+        sizes = self.sizes()
+        prompt = sizes.calibration.tokens(self._estimate)
+        if self._overflowed or sizes.budget.needs_compaction(prompt):
+            await self.compact(force=self._overflowed)
+            request = self._chat_request()
+            sizes = self.sizes()
+            prompt = sizes.calibration.tokens(self._estimate)
+        calibration = sizes.calibration
+        if calibration.calibrated and not sizes.budget.fits(prompt):
+            fixed = calibration.tokens(self._fixed_estimate)
+            if not sizes.budget.fits(fixed):
+                raise _TooLarge(fixed_too_large(fixed, self._window, self._p.client.kind))
+            raise _TooLarge(
+                f"The request (about {prompt:,} tokens) does not fit the model's "
+                f"{self._window.tokens:,}-token context window, even compacted: the task is "
+                "too large for this window; split it, or give the model a larger window."
+            )
+        return attrs.evolve(request, num_predict=sizes.budget.reply_room(prompt))
+
+    async def compact(self, *, force: bool = False, focus: str = "") -> Plan | None:
+        """Compact the history (``force``: summarise even when trimming would do); the
+        plan carried out, or None when there was nothing to do. A cancel or a failure
+        changes nothing."""
+        self._chat_request()
+        sizes = self.sizes()
+        history = self._p.session.history
+        plan = plan_compaction(history, sizes, force=force)
+        if not plan.changes:
+            return None
+        self._p.sink.emit(StateChange("compacting"))
+        done = await run_plan(
+            plan,
+            sizes,
+            client=self._p.client,
+            model=self._p.model(),
+            temperature=self._p.config.temperature,
+            focus=focus,
+        )
+        old = list(history)
+        history[:] = done.history  # after the last await: all or nothing
+        after = sizes.prompt(done.history)
+        if done.replaced:
+            what = f"compacted {done.replaced} messages"
+        else:
+            count = sum(a != b for a, b in zip(old, done.history, strict=True))
+            what = f"compacted: shortened {count} old tool result{'s' if count != 1 else ''}"
+        note = ""
+        if done.fallback:
+            note = f"; no summary from the model ({done.fallback}): zcoder kept its own record"
+        self._p.entry("system", f"{what} ({plan.before:,} -> {after:,} tokens){note}")
+        self._show_fill()
+        return plan
+
+    def _show_fill(self) -> None:
+        """Tell the status bar how full the next request will make the window."""
+        self._chat_request()
+        sizes = self.sizes()
+        tokens = sizes.calibration.tokens(self._estimate)
+        self._p.sink.emit(ContextFill(tokens, self._window.tokens))
 
     async def warm(self, window: Window = _DEFAULT_WINDOW) -> None:
         """Send this turn's first request with one output token and drop the reply: the
@@ -222,10 +349,15 @@ class Turn:
         try:
             await self._warm_once()
         except ModelHTTPError as exc:
+            if _overflow(exc):
+                # The first real step compacts; the warm-up only learns the sizes.
+                self._learn_overflow(exc)
+                return
             if not (self.think and "does not support thinking" in exc.server_message):
                 raise
             self.think = False
             await self._warm_once()
+        self._show_fill()
 
     async def _warm_once(self) -> None:
         prompt_tokens = 0
@@ -246,8 +378,7 @@ class Turn:
 
     async def _stream_once(self) -> _Reply:
         reply = self._reply = _Reply()
-        request = self._chat_request()
-        self._check_context()
+        request = await self._fitted_request()
         self._p.sink.emit(StateChange("thinking"))
         content, thinking = RunawayDetector(), RunawayDetector()
         async with self._p.client.stream_chat(request) as chunks:

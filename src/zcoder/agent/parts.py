@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from zcoder.agent.context import Calibration
 from zcoder.agent.model import ModelClient
-from zcoder.agent.window import Calibration
 from zcoder.approval import Approver
 from zcoder.config import Config
 from zcoder.conversation import EventRole, TranscriptEvent

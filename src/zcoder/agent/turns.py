@@ -9,7 +9,17 @@ import attrs
 from zcoder.conversation import Origin
 from zcoder.flat_text import one_line as _one_line
 
-__all__ = ["OutcomeStatus", "RelaySender", "TurnOutcome", "TurnRequest", "relay_record"]
+__all__ = [
+    "STOP_MARKER",
+    "OutcomeStatus",
+    "RelaySender",
+    "TurnOutcome",
+    "TurnRequest",
+    "relay_record",
+]
+
+# The history's mark of a turn the user stopped (the model sees it on the next request).
+STOP_MARKER = "[Response generation stopped by user.]"
 
 OutcomeStatus = Literal[
     "answered", "complete", "blocked", "cancelled", "error", "step_limit", "loop_stopped"

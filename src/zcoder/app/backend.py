@@ -183,6 +183,21 @@ class AgentBackend:
     def cancel_turn(self) -> bool:
         return self.agent.cancel_turn()
 
+    async def compact(self, focus: str) -> bool:
+        """``/compact [focus]``, run by the worker like a turn (Escape cancels it)."""
+        self.relay.refresh(state="busy")
+        try:
+            return await self.agent.compact(focus)
+        finally:
+            self.relay.refresh(state="ready")
+
+    def context_percent(self) -> int | None:
+        fill = self.agent.context_fill()
+        return None if fill is None else fill.percent
+
+    async def context_lines(self) -> list[str]:
+        return await self.agent.context_lines()
+
     def _describe(self, exc: ModelError) -> str:
         return describe_model_error(exc, self._config.host, self.model)
 

@@ -144,6 +144,9 @@ class TurnWorker:
                 self._last_was_relay = False
                 if isinstance(item, Prompt):
                     await self._run_turn("", functools.partial(self._user_turn, item.text))
+                elif item.parsed.command.name == "compact":
+                    # It asks the model, so it is stopped like a turn: Escape cancels it.
+                    await self._run_turn("", functools.partial(self._command_turn, item))
                 else:
                     await self._run_command(item)
 
@@ -162,6 +165,10 @@ class TurnWorker:
     async def _user_turn(self, text: str) -> bool:
         outcome = await self._backend.run_turn(text)
         _log.debug("turn ended: %s", outcome)
+        return True
+
+    async def _command_turn(self, item: Command) -> bool:
+        await self._run_command(item)
         return True
 
     async def _run_command(self, item: Command) -> None:

@@ -83,6 +83,19 @@ class Backend(Protocol):
         """Switch to that session and return its transcript (to show again)."""
         ...
 
+    async def compact(self, focus: str) -> bool:
+        """``/compact [focus]``: summarise the older history now; whether it changed."""
+        ...
+
+    def context_percent(self) -> int | None:
+        """How full the next request would make the context window, in percent; None
+        before anything was measured (no turn or warm-up yet)."""
+        ...
+
+    async def context_lines(self) -> list[str]:
+        """``/context``: the window, who set it, and what fills it."""
+        ...
+
     def relay_waits_for_model(self) -> bool:
         """Relayed messages wait because their turn could not reach the model; they run
         once the model answers again (a check or warm-up that succeeds, a turn that

@@ -6,7 +6,7 @@ Read-only queries of the backend fill the status bar (model, session title, rela
 
 from __future__ import annotations
 
-from zcoder.live import Entry, StateChange
+from zcoder.live import ContextFill, Entry, StateChange
 from zcoder.ui.backend import Backend
 from zcoder.ui.events import (
     Notice,
@@ -65,6 +65,8 @@ class Presenter:
         self.view.apply(event)
         if isinstance(event, StateChange):
             self.status.set_state(event.state, event.detail)
+        elif isinstance(event, ContextFill):
+            self.status.context = event.percent
         elif isinstance(event, Entry) and event.event.role == "user":
             self.refresh_status()  # the first prompt names the session
 
@@ -110,4 +112,5 @@ class Presenter:
         self.status.title = self.backend.session_title
         self.status.relay, self.status.relay_queued = self.backend.relay_status()
         self.status.relay_held = self.backend.relay_waits_for_model()
+        self.status.context = self.backend.context_percent()
         self.terminal.invalidate()

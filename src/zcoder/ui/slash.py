@@ -167,6 +167,16 @@ class SlashCommands:
         self._notice(f"Model set to {one_line(name)}.")
         self.host.intend(WarmUp())
 
+    async def compact(self, focus: str) -> None:
+        # The worker runs it as a turn (Escape cancels it); the agent shows the outcome.
+        await self.host.backend.compact(focus)
+        self.host.refresh_status()
+
+    async def context(self, args: str = "") -> None:
+        with trio.fail_after(_LIST_SECONDS):
+            lines = await self.host.backend.context_lines()
+        self._print("Context window:", lines, hang=14)
+
     async def sessions(self, arg: str) -> None:
         rows = await self.host.backend.list_sessions()
         if not arg:
@@ -199,6 +209,8 @@ HANDLERS: dict[str, Handler] = {
     "model": SlashCommands.model,
     "new": SlashCommands.new,
     "sessions": SlashCommands.sessions,
+    "compact": SlashCommands.compact,
+    "context": SlashCommands.context,
     "list-agents": SlashCommands.list_agents,
     "agents": SlashCommands.agents,
     "send": SlashCommands.send,

@@ -18,11 +18,12 @@ STATE_LABELS = {
     "streaming": "answering",
     "running_tool": "running a tool",
     "waiting_approval": "waiting for approval",
+    "compacting": "compacting the history",
     "stopped": "stopped",
     "error": "error",
     "offline": "model unavailable",
 }
-_BUSY = ("thinking", "streaming", "running_tool", "waiting_approval")
+_BUSY = ("thinking", "streaming", "running_tool", "waiting_approval", "compacting")
 _ELAPSED_AFTER = 1.0  # seconds before the elapsed time is worth showing
 
 
@@ -43,6 +44,7 @@ class Status:
     relay_hold: bool = False  # Escape on a relayed turn: none is claimed until resumed
     relayed_from: str = ""  # the sender's project while a relayed turn runs
     queued_prompts: int = 0
+    context: int | None = None  # how full the next request makes the window, in percent
     clock: Callable[[], float] = time.monotonic
 
     def set_state(self, state: str, detail: str = "") -> None:
@@ -78,9 +80,11 @@ def _state_text(status: Status) -> str:
 
 
 def render_status(status: Status, width: int = 100) -> StyleAndTextTuples:
-    """`` state │ model │ profile │ “title” │ N queued │ relay on (M waiting)``, cut to
-    ``width``; during a relayed turn ``relayed from <project>`` stands for the title."""
+    """`` state │ model │ profile │ “title” │ ctx N% │ N queued │ relay on (M waiting)``,
+    cut to ``width``; during a relayed turn ``relayed from <project>`` stands for the title."""
     tail = []
+    if status.context is not None:
+        tail.append(f"ctx {status.context}%")
     if status.queued_prompts:
         tail.append(f"{status.queued_prompts} queued")
     if status.relay:

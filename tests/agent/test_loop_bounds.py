@@ -11,8 +11,8 @@ import trio
 from tests.agent.doubles import HANG, call, text, tools
 from tests.agent.test_loop import assert_history_valid, make_rig, user
 from zcoder.agent.agent import TurnOutcome
-from zcoder.agent.model import ChatChunk
 from zcoder.agent.context import DEFAULT_NUM_CTX, estimate_tokens
+from zcoder.agent.model import ChatChunk
 from zcoder.conversation import Message, ToolCall, TranscriptEvent
 from zcoder.errors import ServerUnavailable
 

@@ -270,7 +270,7 @@ def plan_compaction(
     trimmed = trim(history, current, _OLD_RESULT_CHARS)
     if not force and sizes.prompt(trimmed) <= target:
         return _plan_without_summary(trimmed, before, sizes)
-    overhead = sizes.calibration.part(sizes.fixed_estimate) + sizes.summary_cap
+    overhead = sizes.calibration.tokens(sizes.fixed_estimate) + sizes.summary_cap
     keep_from = current
     for k in range(min(keep_exchanges, len(starts)), 0, -1):
         tail = trimmed[starts[-k] :]

@@ -20,7 +20,7 @@ from prompt_toolkit.output import DummyOutput
 from zcoder.app.worker import RelayTurn, TurnWorker
 from zcoder.approval import ApprovalRequest
 from zcoder.conversation import TranscriptEvent
-from zcoder.errors import ZcoderError
+from zcoder.errors import CommandError, ZcoderError
 from zcoder.live import Entry, LiveEvent, StateChange, TextDelta, TurnSink
 from zcoder.session_data import SessionSummary
 from zcoder.ui.approval import ApprovalLine
@@ -148,6 +148,13 @@ class FakeBackend:
 
     def context_percent(self) -> int | None:
         return None
+
+    def served_name(self, name: str, models: list[str]) -> str:
+        if name in models:
+            return name
+        if f"{name}:latest" in models:
+            return f"{name}:latest"
+        raise CommandError(f"model {name!r} is not served by Ollama: run `ollama pull {name}`")
 
     async def context_lines(self) -> list[str]:
         return ["window        2,048 tokens"]
@@ -428,7 +435,7 @@ def test_model_list_and_switch() -> None:
         h.keys("/model\r")
         await h.until(lambda: "* m:1" in h.output)
         h.keys("/model nope\r")
-        await h.until(lambda: "model 'nope' is not installed" in h.output)
+        await h.until(lambda: "'nope' is not served by Ollama: run `ollama pull nope`" in h.output)
         h.keys("/model other:2\r")
         await h.until(lambda: h.terminal.status.model == "other:2")
         assert h.backend.model == "other:2"

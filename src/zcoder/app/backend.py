@@ -32,6 +32,7 @@ from zcoder.approval import Approver
 from zcoder.config import Config
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError, ModelError, SessionError, ZcoderError
+from zcoder.flat_text import one_line
 from zcoder.live import Entry, LiveEvent, ToolUpdate, TurnSink
 from zcoder.relay.spool import Claimed
 from zcoder.relay.targets import target_completions
@@ -241,6 +242,19 @@ class AgentBackend:
             raise CommandError(self._describe(exc)) from None
         self.models = sorted(models)
         return self.models
+
+    def served_name(self, name: str, models: list[str]) -> str:
+        if name in models:
+            return name
+        if ":" not in name and f"{name}:latest" in models:
+            return f"{name}:latest"  # Ollama's own reading of a bare name
+        shown = one_line(name)
+        kind = self._client.kind
+        if kind == "Ollama":
+            fix = f"run `ollama pull {shown}`, or pick one from /model"
+        else:
+            fix = missing_model_fix(kind, shown)
+        raise CommandError(f"model {shown!r} is not served by {kind}: {fix}")
 
     def set_model(self, name: str) -> None:
         self.agent.set_model(name)

@@ -155,13 +155,7 @@ class SlashCommands:
             )
             self._notice("Switch with /model NAME.")
             return
-        if name not in models:
-            self._notice(
-                f"model {one_line(name)!r} is not installed: run `ollama pull {one_line(name)}`, "
-                "or pick one from /model",
-                "error",
-            )
-            return
+        name = self.host.backend.served_name(name, models)  # ZcoderError: not served
         self.host.backend.set_model(name)
         self.host.refresh_status()
         self._notice(f"Model set to {one_line(name)}.")

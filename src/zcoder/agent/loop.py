@@ -275,7 +275,7 @@ class Turn:
         """How this turn measures its requests (after ``_chat_request`` set the estimates)."""
         config = self._p.config
         budget = Budget(self._window, config.compact_at, config.max_output_tokens)
-        return Sizes(self._p.calibration, budget, self._fixed_estimate)
+        return Sizes(self._p.calibration, budget, self.fixed_estimate)
 
     async def _fitted_request(self) -> ChatRequest:
         """The next request, compacted first when it would pass the threshold (or the

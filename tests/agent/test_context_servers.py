@@ -254,3 +254,19 @@ async def test_ollama_never_gets_a_first_message_larger_than_its_window(tmp_path
     assert after.status == "answered"
     assert fake.outcomes[0] == "warmup"  # the fixed part, counted
     assert not any(fake.truncated), fake.counted
+
+
+async def test_ollama_warm_up_of_a_resumed_session_larger_than_its_window_is_never_cut(
+    tmp_path: Path,
+) -> None:
+    with ollama() as fake:
+        async with OllamaClient(fake.url, stall=FAST) as client:
+            agent = make_agent(client, tmp_path, context_window=WINDOW)
+            agent.session.history.extend(
+                [Message("user", "look at this:\n" + FILE * 3), Message("assistant", "Seen.")]
+            )
+            await agent.warmup()
+            outcome = await agent.run_turn(user("read f1.py"))
+    assert outcome.status == "answered"
+    assert fake.outcomes[0] == "warmup" and fake.counted[0] < WINDOW
+    assert not any(fake.truncated), fake.counted

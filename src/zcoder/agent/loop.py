@@ -375,7 +375,14 @@ class Turn:
         self._show_fill()
 
     async def _warm_once(self) -> None:
-        await self._count(self._chat_request(num_predict=1), self._estimate)
+        request = self._chat_request(num_predict=1)
+        sizes = self.sizes()
+        if not sizes.budget.fits(sizes.calibration.tokens(self._estimate)):
+            # A history the window does not hold (a resumed session): the first step
+            # compacts it, so its prefix is not worth caching, and Ollama would cut it.
+            await self._count_fixed()
+            return
+        await self._count(request, self._estimate)
 
     async def _count_fixed(self) -> None:
         """Have the server count a request that fits: the system prompt and the tool

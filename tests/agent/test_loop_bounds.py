@@ -49,6 +49,21 @@ async def test_a_failure_to_ask_is_not_an_error_and_is_asked_again(tmp_path: Pat
     assert rig.client.requests[1].num_ctx == 8192 and len(rig.client.asked) == 2
 
 
+async def test_no_window_reported_before_the_model_served_is_asked_again_once(
+    tmp_path: Path,
+) -> None:
+    # Ollama's /v1 lists a model's window in /api/ps only once the model is loaded.
+    rig = make_rig(tmp_path, [text("ok")])
+    await rig.agent.run_turn(user("one"))
+    rig.client.context = 8192
+    await rig.agent.run_turn(user("two"))
+    assert [r.num_ctx for r in rig.client.requests] == [DEFAULT_NUM_CTX, 8192]
+    silent = make_rig(tmp_path, [text("ok")])
+    for prompt in ("one", "two", "three"):
+        await silent.agent.run_turn(user(prompt))
+    assert silent.client.asked == ["m", "m"]  # before and after it served: then known
+
+
 async def test_temperature_and_output_cap_are_sent(tmp_path: Path) -> None:
     rig = make_rig(tmp_path, [text("ok")], temperature=0.2, max_output_tokens=512)
     await rig.agent.run_turn(user("q"))

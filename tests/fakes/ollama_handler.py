@@ -126,13 +126,14 @@ class FakeOllamaHandler(BaseHTTPRequestHandler):
         if not messages:
             self._send_json(200, load_object(model))
             return "load"
-        prompt_tokens = sum(len(str(m.get("content", ""))) for m in messages) // 4 + 1
+        # Like Ollama: a prompt longer than num_ctx is cut silently, never refused.
+        prompt_tokens = self.fake.count_prompt(body, self.fake.ollama_window(body))
         options = body.get("options")
         if isinstance(options, dict) and options.get("num_predict") == 1:
             # A warm-up (fills the prompt cache): answered, but no script response is used.
             outcome = self._stream(model, warmup_response(), prompt_tokens)
             return "warmup" if outcome == "complete" else outcome
-        response = self.fake.next_response()
+        response = self.fake.respond(body)
         if response["close_before_response"]:
             self.close_connection = True
             return "closed_before_response"

@@ -56,6 +56,18 @@ Outcomes (``fake.outcomes``, ``GET /_fake/outcomes``), one per chat request: ``c
 ``client_disconnected``, ``stopped``, ``load``, ``warmup``, ``bad_request``,
 ``model_not_found``.
 
+A context window (keyword options, off by default): with ``tokenizer`` (a
+``tests.fakes.window.Tokenizer``) a chat's prompt is counted with the fake's own tokenizer
+and, as Ollama does, silently cut to its last ``options.num_ctx`` tokens (2048 when the
+request sets none): ``prompt_eval_count`` is the count kept. ``fake.counted`` has each
+counted request's full count and ``fake.truncated`` whether it was cut, in order (a load
+request is not counted). Without it a prompt is the characters of its contents over four.
+
+``responder`` (a callable taking the request body and returning one script response)
+chooses the reply of every chat that would take the next script response, instead of
+the script's order: a test whose model replies depend on what is asked (a summary
+request, a tool result) plays that model with it. A warm-up is still answered without it.
+
 Control endpoints: ``GET /_fake/requests`` (the chat bodies as a JSON list) and
 ``POST /_fake/script`` (replace the script and restart at its first response; a bad script
 gets 400 and changes nothing).
@@ -70,15 +82,18 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType, TracebackType
 from typing import Any
 
 from tests.fakes.ollama_handler import FakeOllamaHandler
 from tests.fakes.ollama_script import ScriptError, normalize_model, validate_script
+from tests.fakes.window import OLLAMA_NUM_CTX, Tokenizer
 
-__all__ = ["FakeOllama", "ScriptError", "main"]
+__all__ = ["FakeOllama", "Responder", "ScriptError", "main"]
+
+Responder = Callable[[dict[str, Any]], Mapping[str, Any]]
 
 _EXHAUSTED = validate_script({"responses": [{"chunks": [{"content": "(script exhausted)"}]}]})
 
@@ -110,9 +125,20 @@ class FakeOllama:
     # The fake OpenAI-compatible server (tests/fakes/openai_server.py) swaps the protocol.
     handler_class: type[BaseHTTPRequestHandler] = FakeOllamaHandler
 
-    def __init__(self, script: Mapping[str, Any] | None = None, *, port: int = 0) -> None:
+    def __init__(
+        self,
+        script: Mapping[str, Any] | None = None,
+        *,
+        port: int = 0,
+        tokenizer: Tokenizer | None = None,
+        responder: Responder | None = None,
+    ) -> None:
         self._script = validate_script({} if script is None else _plain(script))
         self._port = port
+        self.tokenizer = tokenizer
+        self.responder = responder
+        self.counted: list[int] = []
+        self.truncated: list[bool] = []
         self._next = 0
         self._lock = threading.Condition()
         self.stopping = threading.Event()
@@ -211,6 +237,35 @@ class FakeOllama:
 
     def knows_model(self, name: str) -> bool:
         return normalize_model(name) in self.script["models"]
+
+    def count_prompt(self, body: Mapping[str, Any], window: int | None = None) -> int:
+        """A chat's prompt tokens as this fake counts them (recorded in ``counted``); with a
+        ``window`` (Ollama's ``num_ctx``) the prompt is cut to it, as Ollama does, and
+        ``truncated`` records whether it was."""
+        messages = body.get("messages") or []
+        if self.tokenizer is None:
+            return sum(len(str(m.get("content") or "")) for m in messages) // 4 + 1
+        count = self.tokenizer.count(messages, body.get("tools"))
+        with self._lock:
+            self.counted.append(count)
+            if window is not None:
+                self.truncated.append(count > window)
+        return count if window is None else min(count, window)
+
+    def ollama_window(self, body: Mapping[str, Any]) -> int | None:
+        """The ``num_ctx`` a native chat runs with (when the fake counts tokens at all)."""
+        if self.tokenizer is None:
+            return None
+        options = body.get("options")
+        num_ctx = options.get("num_ctx") if isinstance(options, dict) else None
+        return num_ctx if isinstance(num_ctx, int) and num_ctx > 0 else OLLAMA_NUM_CTX
+
+    def respond(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The response for a chat: the responder's, else the script's next."""
+        if self.responder is None:
+            return self.next_response()
+        checked = validate_script({"responses": [_plain(self.responder(body))]})
+        return dict(checked["responses"][0])
 
     def next_response(self) -> dict[str, Any]:
         with self._lock:

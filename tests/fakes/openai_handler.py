@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from tests.fakes.ollama_handler import FakeOllamaHandler
+from tests.fakes.ollama_script import normalize_model, ps_body
 
 if TYPE_CHECKING:
     from tests.fakes.openai_server import FakeOpenAI
@@ -82,25 +83,59 @@ class FakeOpenAIHandler(FakeOllamaHandler):
         path = self._path()
         fake = self.fake
         script = fake.script
+        n_ctx = fake.reported_window
         if path == "/v1/models":
             entries = [
                 {"id": m, "object": "model", "created": _CREATED, "owned_by": fake.owned_by}
                 for m in script["models"]
             ]
-            if fake.owned_by == "llamacpp" and fake.model_meta:
+            if fake.owned_by == "llamacpp" and fake.model_meta and n_ctx is not None:
                 for entry in entries:
-                    entry["meta"] = {"n_ctx": script["context_length"], "n_ctx_train": 8192}
-            if fake.owned_by == "vllm":
+                    entry["meta"] = {"n_ctx": n_ctx, "n_ctx_train": 8192}
+            if fake.owned_by == "vllm" and n_ctx is not None:
                 for entry in entries:
-                    entry["max_model_len"] = script["context_length"]
+                    entry["max_model_len"] = n_ctx
             self._send_json(200, {"object": "list", "data": entries})
-        elif path == "/props" and fake.owned_by == "llamacpp":
-            n_ctx = script["context_length"]
+        elif path == "/props" and fake.owned_by == "llamacpp" and n_ctx is not None:
             self._send_json(200, {"default_generation_settings": {"n_ctx": n_ctx}, "n_ctx": n_ctx})
+        elif fake.flavour == "LM Studio" and path.startswith("/api/v0/models"):
+            self._lm_studio_models(path.removeprefix("/api/v0/models").removeprefix("/"))
+        elif fake.flavour == "Ollama" and path == "/api/ps":
+            self._send_json(200, ps_body(list(fake.loaded), n_ctx or script["context_length"]))
         elif path == "/health":
             self._send_json(200, {"status": "ok"})
         else:
             self._not_found()
+
+    def _lm_studio_models(self, name: str) -> None:
+        """LM Studio's own ``/api/v0/models`` (a list) and ``/api/v0/models/NAME``."""
+        fake = self.fake
+        models = fake.script["models"]
+        entries = [
+            {
+                "id": m,
+                "object": "model",
+                "type": "llm",
+                "publisher": "fake",
+                "arch": "qwen3",
+                "compatibility_type": "gguf",
+                "quantization": "Q4_K_M",
+                "state": "loaded",
+                "max_context_length": fake.script["context_length"],
+            }
+            for m in models
+        ]
+        if fake.reported_window is not None:
+            for entry in entries:
+                entry["loaded_context_length"] = fake.reported_window
+        if not name:
+            self._send_json(200, {"object": "list", "data": entries})
+            return
+        found = [e for e in entries if e["id"] == name or e["id"] == normalize_model(name)]
+        if found:
+            self._send_json(200, found[0])
+        else:
+            self._send_json(404, {"error": f"Model {name} not found"})
 
     def do_POST(self) -> None:
         self._note()
@@ -125,7 +160,12 @@ class FakeOpenAIHandler(FakeOllamaHandler):
             return self._error(400, "'messages' must be a non-empty list", "bad_request")
         if self.fake.check_model and not self.fake.knows_model(model):
             return self._error(404, f"The model `{model}` does not exist.", "model_not_found")
-        response = self.fake.next_response()
+        self.fake.mark_loaded(normalize_model(model))
+        prompt, refusal = self.fake.overflow(body)
+        if refusal:
+            self._send(400, refusal, "application/json; charset=utf-8")
+            return "context_exceeded"
+        response = self.fake.respond(body)
         if response["close_before_response"]:
             self.close_connection = True
             return "closed_before_response"
@@ -136,14 +176,16 @@ class FakeOpenAIHandler(FakeOllamaHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         try:
-            outcome = self._events(model, response, body)
+            outcome = self._events(model, response, body, prompt)
         except OSError:
             outcome = "client_disconnected"
         if outcome not in _STREAM_ENDS:
             self.close_connection = True
         return outcome
 
-    def _events(self, model: str, response: dict[str, Any], body: dict[str, Any]) -> str:
+    def _events(
+        self, model: str, response: dict[str, Any], body: dict[str, Any], prompt_tokens: int
+    ) -> str:
         chunks = response["chunks"]
         self._write_chunk(_event(_chunk(model, {"role": "assistant", "content": None})))
         calls = 0
@@ -166,14 +208,13 @@ class FakeOpenAIHandler(FakeOllamaHandler):
         finish = "tool_calls" if calls else response["done_reason"]
         self._write_chunk(_event(_chunk(model, {}, finish)))
         if (body.get("stream_options") or {}).get("include_usage"):
-            self._write_chunk(_event(self._usage(model, response, body)))
+            self._write_chunk(_event(self._usage(model, response, prompt_tokens)))
         return self._last_line(b"data: [DONE]\n\n", "complete")
 
-    def _usage(self, model: str, response: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
-        messages = body["messages"]
+    def _usage(self, model: str, response: dict[str, Any], prompt_tokens: int) -> dict[str, Any]:
         prompt = response["prompt_eval_count"]
         if prompt is None:
-            prompt = sum(len(str(m.get("content") or "")) for m in messages) // 4 + 1
+            prompt = prompt_tokens
         completion = response["eval_count"]
         if completion is None:
             completion = len(response["chunks"])

@@ -94,6 +94,7 @@ class Agent:
         self._model = session.model or config.model
         self._no_thinking: set[str] = set()  # models that refused think=true
         self._reported: dict[str, int | None] = {}  # the server's context window per model
+        self._served: set[str] = set()  # models a chat request has reached (loaded now)
         self._calibrations: dict[str, Calibration] = {}
         self._fixed_estimate = 0  # the system prompt and tools of the last request, estimated
         self._scope: trio.CancelScope | None = None
@@ -146,18 +147,25 @@ class Agent:
         window = await self._window()
         turn = self._turn(self._client, TurnRequest("user", "(warm-up)"))
         await turn.warm(window)
+        self._served.add(self._model)
         self._keep(turn)
 
     async def _window(self) -> Window:
         """The window for the current model: asked of the server once per model (a failure
-        to ask is not an error; it is asked again next time), bounded by the config."""
+        to ask is not an error; it is asked again next time), bounded by the config.
+
+        A server that reports nothing before the model served a request is asked again
+        after: Ollama's ``/api/ps`` lists only a loaded model's window."""
         model = self._model
         if model not in self._reported:
             with trio.move_on_after(_ASK_WINDOW_SECONDS):
                 try:
-                    self._reported[model] = await self._client.context_length(model)
+                    reported = await self._client.context_length(model)
                 except ModelError as exc:
                     _log.debug("context window of %s not known: %r", model, exc)
+                else:
+                    if reported is not None or model in self._served:
+                        self._reported[model] = reported
         return decide_window(self._config.context_window, self._reported.get(model))
 
     async def run_turn(
@@ -188,6 +196,8 @@ class Agent:
             # A request the server refused as too large for its window is final: it is
             # settled as failed, never retried as if the model were down.
             outcome = attrs.evolve(outcome, reached_model=reach.reached or turn.refused)
+            if outcome.reached_model:
+                self._served.add(self._model)
             if request.origin == "relay" and outcome.status == "error" and not reach.reached:
                 del session.history[before:]
         except BaseException:

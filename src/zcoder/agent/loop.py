@@ -86,6 +86,7 @@ class Turn:
         self._reply: _Reply | None = None
         self._estimate = self._fixed_estimate = 0
         self._overflowed = False
+        self._probed = False
         # The server refused the turn as too large for its window: final, not "model down".
         self.refused = False
         # A window the server named in a context error (smaller than the one decided).
@@ -151,10 +152,18 @@ class Turn:
 
     def _too_large_text(self, exc: ModelError) -> str:
         text = exc.server_message if isinstance(exc, ModelHTTPError) else str(exc)
+        window = self._window
+        # A window zcoder assumed is not the model's: the server refused inside it.
+        which = (
+            f"the model's {window.tokens:,}-token context window"
+            if window.by_server
+            else f"the server's context window (zcoder assumed {window.tokens:,} tokens, "
+            f"{window.source})"
+        )
         return (
-            f"The request does not fit the model's {self._window.tokens:,}-token context "
-            f"window, even compacted ({self._p.client.kind}: {text[:200]}): the task is "
-            "too large for this window; split it, or give the model a larger window."
+            f"The request does not fit {which}, even compacted ({self._p.client.kind}: "
+            f"{text[:200]}): the task is too large for this window; split it, or give the "
+            "model a larger window."
         )
 
     async def _handle(self, reply: _Reply) -> TurnOutcome | None:
@@ -289,6 +298,12 @@ class Turn:
             sizes = self.sizes()
             prompt = sizes.calibration.tokens(self._estimate)
         calibration = sizes.calibration
+        if not calibration.calibrated and not sizes.budget.fits(prompt) and not self._probed:
+            # Only an estimate, and it says the prompt does not fit: never send it to learn
+            # its size (Ollama cuts a long prompt silently); have a small one counted.
+            self._probed = True  # once: a server that counts nothing is not asked again
+            await self._count_fixed()
+            prompt = calibration.tokens(self._estimate)
         if calibration.calibrated and not sizes.budget.fits(prompt):
             fixed = calibration.tokens(self._fixed_estimate)
             if not sizes.budget.fits(fixed):
@@ -360,11 +375,30 @@ class Turn:
         self._show_fill()
 
     async def _warm_once(self) -> None:
+        request = self._chat_request(num_predict=1)
+        sizes = self.sizes()
+        if not sizes.budget.fits(sizes.calibration.tokens(self._estimate)):
+            # A history the window does not hold (a resumed session): the first step
+            # compacts it, so its prefix is not worth caching, and Ollama would cut it.
+            await self._count_fixed()
+            return
+        await self._count(request, self._estimate)
+
+    async def _count_fixed(self) -> None:
+        """Have the server count a request that fits: the system prompt and the tool
+        schemas with a one-word prompt, one output token. The calibration's anchor."""
+        specs = self.rounds.tool_specs()
+        messages = [self._system_message(specs), Message(role="user", content="Hello")]
+        request = attrs.evolve(self._chat_request(num_predict=1), messages=messages)
+        await self._count(request, estimate_tokens(messages, specs))
+
+    async def _count(self, request: ChatRequest, estimate: int) -> None:
+        """Send a one-token request and learn from the server's count of its prompt."""
         prompt_tokens = 0
-        async with self._p.client.stream_chat(self._chat_request(num_predict=1)) as chunks:
+        async with self._p.client.stream_chat(request) as chunks:
             async for chunk in chunks:
                 prompt_tokens = chunk.prompt_eval_count or prompt_tokens
-        self._p.calibration.observe(self._estimate, prompt_tokens)
+        self._p.calibration.observe(estimate, prompt_tokens)
 
     async def _stream(self) -> _Reply:
         try:

@@ -22,3 +22,4 @@ bench:
     python bench/oneshot.py
     python bench/ui.py
     python -m bench.sessions
+    python -m bench.compaction

@@ -291,6 +291,11 @@ def plan_compaction(
     chunk_budget = sizes.chunk_estimate
     after_history = compacted_history("x" * (sizes.summary_cap * 4), ledger, tail)
     after = sizes.prompt(after_history)
+    if not older and not force and after >= sizes.prompt(trimmed):
+        # Only the earlier summary lies before the kept part: summarising it again costs a
+        # request and leaves the next one no smaller. The kept part's results give instead.
+        trimmed = trim(trimmed, len(trimmed) - 1, _tail_chars(sizes))
+        return _plan_without_summary(trimmed, before, sizes)
     return Plan(
         history=tuple(trimmed),
         keep_from=keep_from,

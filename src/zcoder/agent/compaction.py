@@ -104,7 +104,8 @@ class Sizes:
         fixed = self.calibration.part(
             estimate_tokens([Message("system", SUMMARY_INSTRUCTIONS)], []) + 16
         )
-        room = window - fixed - 2 * self.summary_cap
+        # The output cap, and the summary so far (at most the cap's worth of characters).
+        room = window - fixed - self.summary_cap - self.calibration.part(self.summary_cap)
         return int(room / self.calibration.ratio)
 
 
@@ -233,14 +234,16 @@ def _fit_ledger(lines: list[str], chars: int) -> tuple[str, ...]:
     return (*head, *reversed(kept))
 
 
-def _chunks(older: Sequence[Message], budget: int) -> tuple[tuple[Message, ...], ...]:
-    """``older`` in groups of at most ``budget`` estimated tokens (a message larger than
-    that alone is cut when rendered)."""
+def _chunks(older: Sequence[Message], budget: int, chars: int) -> tuple[tuple[Message, ...], ...]:
+    """``older`` in groups of at most ``budget`` estimated tokens as a summary request
+    renders them (a message longer than ``chars`` is cut)."""
     chunks: list[tuple[Message, ...]] = []
     current: list[Message] = []
     used = 0
     for message in older:
-        size = min(message_tokens(message), budget)
+        # as rendered (a tiny tool result costs more there than in the history), with a
+        # message's overhead for its label and separator
+        size = min(message_tokens(Message("user", _render(message, chars))), budget)
         if current and used + size > budget:
             chunks.append(tuple(current))
             current, used = [], 0
@@ -286,9 +289,13 @@ def plan_compaction(
         tail = trim(tail, len(tail) - 1, _tail_chars(sizes))
         trimmed = [*trimmed[:keep_from], *tail]
     previous, old_ledger, skip = _previous(trimmed[:keep_from])
+    # A record written for a larger window (or a longer-worded model) is cut to the room a
+    # summary request leaves the summary so far.
+    previous = cap_text(previous, sizes.summary_cap * 4)
     older = trimmed[skip:keep_from]
     ledger = _fit_ledger([*old_ledger, *relay_ledger(older)], sizes.ledger_chars)
     chunk_budget = sizes.chunk_estimate
+    message_chars = max(256, chunk_budget * 4 - 64)
     after_history = compacted_history("x" * (sizes.summary_cap * 4), ledger, tail)
     after = sizes.prompt(after_history)
     if not older and not force and after >= sizes.prompt(trimmed):
@@ -299,13 +306,13 @@ def plan_compaction(
     return Plan(
         history=tuple(trimmed),
         keep_from=keep_from,
-        chunks=_chunks(older, chunk_budget) if older else ((),) if previous else (),
+        chunks=_chunks(older, chunk_budget, message_chars) if older else ((),) if previous else (),
         previous=previous,
         ledger=ledger,
         before=before,
         after=after,
         fits=chunk_budget > 64 and sizes.budget.fits(after),
-        message_chars=max(256, chunk_budget * 4 - 64),
+        message_chars=message_chars,
     )
 
 

@@ -484,3 +484,23 @@ def test_a_message_larger_than_the_window_cannot_fit() -> None:
         earlier = plan_compaction([huge, answer("b"), user("c"), answer("d"), user("e")], sizes)
         assert earlier.summarises and earlier.fits
         check_requests(earlier, sizes)
+
+
+def test_an_anchored_count_keeps_two_exchanges_word_for_word() -> None:
+    # SmolLM2's template: the fixed part is 3,023 estimated tokens but 300 real ones. What
+    # is kept is judged by the count, not by the estimate of the fixed part.
+    sizes = sizes_for(8192, "anchored")
+    old = [user("one"), answer("a" * 24_000)]
+    small = [user("two"), answer("b" * 400), user("three"), *calls((read("c.py"), "c" * 400))]
+    history = [*old, *small, answer("c read")]
+    assert sizes.prompt(history) > sizes.budget.threshold  # it must compact
+    plan = plan_compaction(history, sizes)
+    assert plan.keep_from == 2  # "two" and "three", word for word
+    assert plan.history[2:] == tuple(history[2:])
+    assert plan.after <= sizes.budget.threshold and plan.fits
+    # an exchange in progress that fits is not shortened either
+    large = [*calls((read("c.py"), "c" * 7000)), *calls((read("d.py"), "d" * 7000))]
+    history = [*old, user("two"), *large, answer("c and d read")]
+    plan = plan_compaction(history, sizes)
+    assert plan.keep_from == 2 and plan.fits
+    assert plan.history[2:] == tuple(history[2:])

@@ -504,3 +504,28 @@ def test_an_anchored_count_keeps_two_exchanges_word_for_word() -> None:
     plan = plan_compaction(history, sizes)
     assert plan.keep_from == 2 and plan.fits
     assert plan.history[2:] == tuple(history[2:])
+
+
+def test_relayed_tasks_survive_a_second_compaction() -> None:
+    sizes = sizes_for(2048, "uncalibrated")
+    first: History = []
+    for n in range(12):
+        first += [relayed(n, f"task number {n}"), answer(f"done {n}")]
+    first += [user("local"), answer("ok"), user("local two"), answer("ok")]
+    plan = plan_compaction(first, sizes, force=True)
+    check_ledger(first, plan)
+    assert ledger_total(plan.ledger) == 12 and len(plan.ledger) < 12  # some only counted
+    assert plan.ledger[-1] == '- from project-11 (pid 4011): "task number 11" -> answered: done 11'
+    # the model's summary comes back; more tasks arrive; compacted again, and again
+    second = compacted_history("The summary.", plan.ledger, first[plan.keep_from :])
+    for n in range(12, 20):
+        second += [relayed(n, f"task number {n}"), *finish("blocked", f"no access {n}")]
+    second += [user("local three"), answer("ok"), user("local four"), answer("ok")]
+    again = plan_compaction(second, sizes, force=True)
+    assert again.previous.endswith("The summary.")
+    assert ledger_total(again.ledger) == 20
+    assert again.ledger[-1] == (
+        '- from project-19 (pid 4019): "task number 19" -> blocked: no access 19'
+    )
+    third = compacted_history("Summary two.", again.ledger, second[again.keep_from :])
+    assert ledger_total(plan_compaction(third, sizes, force=True).ledger) == 20

@@ -59,6 +59,7 @@ _RELAY = re.compile(
     r"<agent_relay>.*?^Sender: (?P<sender>.*?)$.*?^Task:\n(?P<task>.*?)\n</agent_relay>",
     re.S | re.M,
 )
+_COUNTED = re.compile(r"- \((\d+) earlier relayed tasks, summarised above\)$")
 SUMMARY_INSTRUCTIONS = (
     "You compact the history of a coding agent's conversation so that it can go on in a "
     "small context window. Below is the earlier part of the conversation (and the summary "
@@ -221,7 +222,10 @@ def relay_ledger(older: Sequence[Message]) -> list[str]:
 
 
 def _fit_ledger(lines: list[str], chars: int) -> tuple[str, ...]:
-    """The newest lines that fit in ``chars``; the older ones become one count line."""
+    """The newest lines that fit in ``chars``; the older ones become one count line (an
+    earlier record's count line adds its count)."""
+    counted = sum(int(m[1]) for line in lines if (m := _COUNTED.match(line)))
+    lines = [line for line in lines if not _COUNTED.match(line)]
     kept: list[str] = []
     used = 0
     for line in reversed(lines):
@@ -229,7 +233,7 @@ def _fit_ledger(lines: list[str], chars: int) -> tuple[str, ...]:
             break
         kept.append(line)
         used += len(line) + 1
-    dropped = len(lines) - len(kept)
+    dropped = counted + len(lines) - len(kept)
     head = [f"- ({dropped} earlier relayed tasks, summarised above)"] if dropped else []
     return (*head, *reversed(kept))
 

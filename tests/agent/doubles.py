@@ -43,8 +43,10 @@ Item = ChatChunk | BaseException | object
 Reply = Sequence[Item] | BaseException
 
 
-def text(*pieces: str, done_reason: str = "stop") -> list[Item]:
-    return [*(ChatChunk(content=p) for p in pieces), ChatChunk(done=True, done_reason=done_reason)]
+def text(*pieces: str, done_reason: str = "stop", prompt_tokens: int = 0) -> list[Item]:
+    """A streamed answer; ``prompt_tokens``: the prompt size the server counted."""
+    done = ChatChunk(done=True, done_reason=done_reason, prompt_eval_count=prompt_tokens)
+    return [*(ChatChunk(content=p) for p in pieces), done]
 
 
 def call(name: str, **arguments: Any) -> ToolCall:
@@ -57,16 +59,24 @@ def tools(*calls: ToolCall, content: str = "") -> list[Item]:
 
 class ScriptedClient:
     """Replays one reply per ``stream_chat``; the last one repeats. ``context`` is what
-    ``context_length`` reports (a ``ModelError`` instance: raised); ``asked`` counts asks."""
+    ``context_length`` reports (a ``ModelError`` instance: raised); ``asked`` counts asks.
+    ``summaries``, when set, answers every request without tools (a compaction's summary
+    requests, however many) outside the script."""
 
     kind = "Ollama"
 
-    def __init__(self, replies: Sequence[Reply], context: int | Exception | None = None) -> None:
+    def __init__(
+        self,
+        replies: Sequence[Reply],
+        context: int | Exception | None = None,
+        summaries: Reply | None = None,
+    ) -> None:
         self.replies = list(replies)
         self.requests: list[ChatRequest] = []
         self.open_streams = 0
         self.context = context
         self.asked: list[str] = []
+        self.summaries = summaries
 
     async def context_length(self, model: str) -> int | None:
         self.asked.append(model)
@@ -78,8 +88,12 @@ class ScriptedClient:
     @asynccontextmanager
     async def stream_chat(self, request: ChatRequest) -> AsyncIterator[AsyncIterator[ChatChunk]]:
         self.requests.append(request)
-        index = min(len(self.requests), len(self.replies)) - 1
-        reply = self.replies[index]
+        if self.summaries is not None and not request.tools:
+            reply = self.summaries
+        else:
+            # the script's place: the requests so far that it answered (a test may clear them)
+            scripted = sum(1 for r in self.requests if self.summaries is None or r.tools)
+            reply = self.replies[min(scripted, len(self.replies)) - 1]
         if isinstance(reply, BaseException):
             raise reply
         self.open_streams += 1

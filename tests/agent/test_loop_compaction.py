@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
-from tests.agent.doubles import HANG, Reply, text
+from tests.agent.doubles import HANG, Reply, call, text, tools
 from tests.agent.test_loop import SENDER, Rig, assert_history_valid, make_rig, user
 from zcoder.agent.agent import TurnRequest
 from zcoder.agent.compaction import SUMMARY_ACK, SUMMARY_OPEN
@@ -306,3 +307,40 @@ async def test_a_server_down_during_compaction_fails_like_a_model_that_is_down(
     assert outcome == expected and outcome.status == "error" and not outcome.reached_model
     assert rig.session.history == before  # the relayed task left no copy
     assert compacted_notes(rig) == []
+
+
+@pytest.mark.parametrize("error", [LLAMA_CPP_OVERFLOW, OLLAMA_OVERFLOW])
+async def test_a_step_that_was_sent_again_does_not_force_the_next_ones(
+    tmp_path: Path, error: str
+) -> None:
+    # Ollama's error names no sizes: the window stays as configured, and the compaction
+    # keeps two exchanges, which a forced one at every later step would summarise again.
+    before = past(5, 1200)
+    replies: list[Reply] = [
+        ModelHTTPError(400, error),
+        tools(call("read_file", path="a.py")),
+        text("Done."),
+    ]
+    rig = rig_with(tmp_path, replies, before, text(SUMMARY), context_window=8192)
+    outcome = await rig.agent.run_turn(user("fix a.py"))
+    assert outcome.status == "answered" and outcome.text == "Done."
+    # one compaction: the steps after the retried one compact only when they must
+    summaries = [is_summary_request(r) for r in rig.client.requests]
+    assert summaries == [False, *[True] * (len(summaries) - 3), False, False]
+    assert len(compacted_notes(rig)) == 1
+
+
+async def test_a_context_error_after_a_step_that_got_through_is_compacted_again(
+    tmp_path: Path,
+) -> None:
+    overflow = ModelHTTPError(400, OLLAMA_OVERFLOW)
+    replies: list[Reply] = [
+        overflow,
+        tools(call("read_file", path="a.py")),
+        overflow,
+        text("Done."),
+    ]
+    rig = rig_with(tmp_path, replies, past(5, 1200), text(SUMMARY), context_window=8192)
+    outcome = await rig.agent.run_turn(user("fix a.py"))
+    assert outcome.status == "answered" and outcome.text == "Done."
+    assert len(compacted_notes(rig)) == 2

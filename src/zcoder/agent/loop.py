@@ -134,6 +134,9 @@ class Turn:
                     self.refused = True
                     return self._fail("error", self._too_large_text(exc))
                 return self._fail("error", self.describe(exc))
+            # The step got through: the next one compacts only past the threshold (and may
+            # itself be sent again once after a context error).
+            self._overflowed = False
             outcome = await self._handle(reply)
             self._show_fill()
             if outcome is not None:

@@ -344,3 +344,20 @@ async def test_a_context_error_after_a_step_that_got_through_is_compacted_again(
     outcome = await rig.agent.run_turn(user("fix a.py"))
     assert outcome.status == "answered" and outcome.text == "Done."
     assert len(compacted_notes(rig)) == 2
+
+
+async def test_a_relayed_task_compacted_before_the_server_went_down_leaves_no_copy(
+    tmp_path: Path,
+) -> None:
+    # The summary request fails before the model saw anything (HTTP 500: zcoder keeps its
+    # own record), then the server is down: the relay will send the task again, so the
+    # compacted history must not keep this copy of it.
+    down = ServerUnavailable("cannot reach http://127.0.0.1:9", reason="refused")
+    failed = ModelHTTPError(500, "Internal Server Error")
+    rig = rig_with(tmp_path, [failed, down], past(8, 1200), context_window=4096)
+    outcome = await rig.agent.run_turn(TurnRequest("relay", "rename users.name", SENDER))
+    assert outcome.status == "error" and not outcome.reached_model
+    assert [n for n in compacted_notes(rig) if "zcoder kept its own record" in n]
+    assert rig.session.history[0].content.startswith(SUMMARY_OPEN)  # the compaction stays
+    assert all("rename users.name" not in m.content for m in rig.session.history)
+    assert_history_valid(rig.session.history)

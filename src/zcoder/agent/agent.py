@@ -188,6 +188,8 @@ class Agent:
         before = len(session.history)
         try:
             turn.begin()
+            # The turn's own first message: a compaction may shorten what lies before it.
+            task = session.history[before]
             await self._save_async(session)
             with scope:
                 outcome = await turn.run(await self._window())
@@ -199,7 +201,10 @@ class Agent:
             if outcome.reached_model:
                 self._served.add(self._model)
             if request.origin == "relay" and outcome.status == "error" and not reach.reached:
-                del session.history[before:]
+                start = next(
+                    (i for i, m in enumerate(session.history) if m is task), len(session.history)
+                )
+                del session.history[start:]
         except BaseException:
             # An outer cancel, Ctrl-C or a bug: leave a history the next request can use.
             turn.interrupt()

@@ -89,7 +89,7 @@ def test_the_budget_compacts_past_the_threshold_and_keeps_reply_room() -> None:
     assert budget.min_reply == 256
     assert budget.fits(1792) and not budget.fits(1793)
     # vLLM refuses prompt + max_tokens over its length: the cap shrinks to the room left
-    assert budget.reply_room(1500) == 548
+    assert budget.reply_room(1500) == 548 - 32  # less a margin for the estimate
     assert Budget(Window(32768), output_cap=4096).reply_room(1500) == 4096
     assert budget.percent(1270) == 62
 

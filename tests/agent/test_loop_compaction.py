@@ -361,3 +361,40 @@ async def test_a_relayed_task_compacted_before_the_server_went_down_leaves_no_co
     assert rig.session.history[0].content.startswith(SUMMARY_OPEN)  # the compaction stays
     assert all("rename users.name" not in m.content for m in rig.session.history)
     assert_history_valid(rig.session.history)
+
+
+VLLM_CAP_OVERFLOW = (
+    "This model's maximum context length is 16384 tokens. However, you requested 16900 "
+    "tokens (900 in the messages, 16000 in the completion). Please reduce the length of the "
+    "messages or completion."
+)
+
+
+async def test_a_refusal_of_the_replys_cap_alone_is_sent_again_without_compacting(
+    tmp_path: Path,
+) -> None:
+    # vLLM counts the prompt plus max_tokens: the prompt (900 tokens) fits, so the step goes
+    # again, its cap corrected from the server's count, and nothing is summarised.
+    refusal = ModelHTTPError(400, VLLM_CAP_OVERFLOW)
+    rig = rig_with(tmp_path, [refusal, text("Done.")], past(2, 100), text(SUMMARY))
+    outcome = await rig.agent.run_turn(user("go on"))
+    assert (outcome.status, outcome.text) == ("answered", "Done.")
+    assert not any(is_summary_request(r) for r in rig.client.requests)
+    assert compacted_notes(rig) == []
+
+
+async def test_a_task_that_no_compaction_can_fit_is_refused_before_any_summary(
+    tmp_path: Path,
+) -> None:
+    # The server has counted (the anchor): a task four times the window ends the turn at
+    # once; the older history is not summarised for nothing, and the task leaves no copy.
+    counted = [ChatChunk(content="ok"), ChatChunk(done=True, prompt_eval_count=1500)]
+    rig = rig_with(tmp_path, [counted], past(3, 400), text(SUMMARY), context_window=2048)
+    await rig.agent.run_turn(user("first"))
+    history = list(rig.session.history)
+    sent = len(rig.client.requests)
+    outcome = await rig.agent.run_turn(TurnRequest("relay", "y " * 8000, SENDER))
+    assert outcome.status == "error" and outcome.reached_model
+    assert "does not fit the model's" in outcome.error or "2,048-token" in outcome.error
+    assert len(rig.client.requests) == sent  # no summary, no refused request
+    assert rig.session.history == history  # the oversized task is not left for the model

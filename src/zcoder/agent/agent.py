@@ -200,7 +200,13 @@ class Agent:
             outcome = attrs.evolve(outcome, reached_model=reach.reached or turn.refused)
             if outcome.reached_model:
                 self._served.add(self._model)
-            if request.origin == "relay" and outcome.status == "error" and not reach.reached:
+            # A task refused at its first step (larger than the window) never ran: the
+            # model must not find it in the history either.
+            refused_alone = turn.refused and session.history[-1:] == [task]
+            unreached = (
+                request.origin == "relay" and outcome.status == "error" and not reach.reached
+            )
+            if unreached or refused_alone:
                 start = next(
                     (i for i, m in enumerate(session.history) if m is task), len(session.history)
                 )

@@ -188,8 +188,10 @@ class Budget:
 
     def reply_room(self, prompt_tokens: int) -> int:
         """The output cap of a request: the configured cap, but never past the window (an
-        OpenAI-compatible server refuses a prompt plus ``max_tokens`` over its length)."""
-        return max(1, min(self.output_cap, self.window.tokens - prompt_tokens))
+        OpenAI-compatible server refuses a prompt plus ``max_tokens`` over its length),
+        with a margin for the estimate of the prompt (measured a few tokens low at times)."""
+        margin = max(16, self.window.tokens // 64)
+        return max(1, min(self.output_cap, self.window.tokens - prompt_tokens - margin))
 
     def percent(self, prompt_tokens: int) -> int:
         return min(999, round(100 * prompt_tokens / max(1, self.window.tokens)))

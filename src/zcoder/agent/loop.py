@@ -86,6 +86,7 @@ class Turn:
         self._reply: _Reply | None = None
         self._estimate = self._fixed_estimate = 0
         self._overflowed = False
+        self._compact_next = False  # after a context error: the step goes again compacted
         self._probed = False
         # The server refused the turn as too large for its window: final, not "model down".
         self.refused = False
@@ -126,9 +127,10 @@ class Turn:
                 _log.debug("model request failed: %r", exc)
                 if _overflow(exc):
                     if not self._overflowed:
-                        # Compact and send the step again, once.
+                        # Send the step again, once: compacted, unless the server's count
+                        # shows the prompt fits and only the reply's cap did not.
                         self._overflowed = True
-                        self._learn_overflow(exc)
+                        self._compact_next = not self._learn_overflow(exc)
                         self._guard.steps -= 1
                         continue
                     self.refused = True
@@ -142,16 +144,20 @@ class Turn:
             if outcome is not None:
                 return outcome
 
-    def _learn_overflow(self, exc: ModelError) -> None:
-        """What a context error tells: the prompt's real size, and the real window."""
+    def _learn_overflow(self, exc: ModelError) -> bool:
+        """What a context error tells: the prompt's real size, and the real window;
+        whether that prompt itself fits (vLLM refuses a prompt plus its ``max_tokens``)."""
         text = exc.server_message if isinstance(exc, ModelHTTPError) else str(exc)
         overflow = overflow_of(text)
         if overflow is None:
-            return
+            return False
         if overflow.prompt_tokens:
             self._p.calibration.observe(self._estimate, overflow.prompt_tokens)
         if overflow.window and overflow.window < self._window.tokens:
             self._window = self.learned_window = Window(overflow.window, by_server=True)
+        return overflow.prompt_tokens is not None and self.sizes().budget.fits(
+            overflow.prompt_tokens
+        )
 
     def _too_large_text(self, exc: ModelError) -> str:
         text = exc.server_message if isinstance(exc, ModelHTTPError) else str(exc)
@@ -295,8 +301,9 @@ class Turn:
         request = self._chat_request()
         sizes = self.sizes()
         prompt = sizes.calibration.tokens(self._estimate)
-        if self._overflowed or sizes.budget.needs_compaction(prompt):
-            await self.compact(force=self._overflowed)
+        if self._compact_next or sizes.budget.needs_compaction(prompt):
+            force, self._compact_next = self._compact_next, False
+            await self.compact(force=force, auto=True)
             request = self._chat_request()
             sizes = self.sizes()
             prompt = sizes.calibration.tokens(self._estimate)
@@ -308,24 +315,32 @@ class Turn:
             await self._count_fixed()
             prompt = calibration.tokens(self._estimate)
         if calibration.calibrated and not sizes.budget.fits(prompt):
-            fixed = calibration.tokens(self._fixed_estimate)
-            if not sizes.budget.fits(fixed):
-                raise _TooLarge(fixed_too_large(fixed, self._window, self._p.client.kind))
-            raise _TooLarge(
-                f"The request (about {prompt:,} tokens) does not fit the model's "
-                f"{self._window.tokens:,}-token context window, even compacted: the task is "
-                "too large for this window; split it, or give the model a larger window."
-            )
+            raise self._too_large(sizes, prompt)
         return attrs.evolve(request, num_predict=sizes.budget.reply_room(prompt))
 
-    async def compact(self, *, force: bool = False, focus: str = "") -> Plan | None:
+    def _too_large(self, sizes: Sizes, prompt: int) -> _TooLarge:
+        fixed = sizes.calibration.tokens(self._fixed_estimate)
+        if not sizes.budget.fits(fixed):
+            return _TooLarge(fixed_too_large(fixed, self._window, self._p.client.kind))
+        return _TooLarge(
+            f"The request (about {prompt:,} tokens) does not fit the model's "
+            f"{self._window.tokens:,}-token context window, even compacted: the task is "
+            "too large for this window; split it, or give the model a larger window."
+        )
+
+    async def compact(
+        self, *, force: bool = False, focus: str = "", auto: bool = False
+    ) -> Plan | None:
         """Compact the history (``force``: summarise even when trimming would do); the
         plan carried out, or None when there was nothing to do. A cancel or a failure
-        changes nothing."""
+        changes nothing. Before a request (``auto``), a plan that cannot make it fit is
+        not carried out: the turn ends at once instead of summarising for nothing."""
         self._chat_request()
         sizes = self.sizes()
         history = self._p.session.history
         plan = plan_compaction(history, sizes, force=force)
+        if auto and not plan.fits and sizes.calibration.calibrated:
+            raise self._too_large(sizes, plan.before)
         if not plan.changes:
             return None
         self._p.sink.emit(StateChange("compacting"))

@@ -202,7 +202,7 @@ class Agent:
                 self._served.add(self._model)
             # A task refused at its first step (larger than the window) never ran: the
             # model must not find it in the history either.
-            refused_alone = turn.refused and session.history[-1:] == [task]
+            refused_alone = turn.refused and bool(session.history) and session.history[-1] is task
             unreached = (
                 request.origin == "relay" and outcome.status == "error" and not reach.reached
             )

@@ -128,10 +128,15 @@ class LlamaServer:
     @property
     def log(self) -> str:
         """The end of llama.cpp's log, for a failing test's message."""
+        return self.full_log()[-6000:]
+
+    def full_log(self) -> str:
+        """All of llama.cpp's log so far (read it before :meth:`close`)."""
         if self._log is None or self._log.closed:
             return ""
-        self._log.seek(0)
-        return self._log.read()[-6000:].decode(errors="replace")
+        # pread, not seek and read: the server writes through the same file offset.
+        fd = self._log.fileno()
+        return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
 
     def close(self) -> None:
         """Kill the server and wait for it; also closes the log (read :attr:`log` first)."""

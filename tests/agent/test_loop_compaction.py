@@ -14,7 +14,7 @@ import trio.testing
 
 from tests.agent.doubles import HANG, Reply, call, text, tools
 from tests.agent.test_loop import SENDER, Rig, assert_history_valid, make_rig, user
-from zcoder.agent.agent import TurnRequest
+from zcoder.agent.agent import TurnOutcome, TurnRequest
 from zcoder.agent.compaction import SUMMARY_ACK, SUMMARY_OPEN
 from zcoder.agent.context import UNCALIBRATED, estimate_tokens
 from zcoder.agent.model import ChatChunk, ChatRequest
@@ -398,3 +398,27 @@ async def test_a_task_that_no_compaction_can_fit_is_refused_before_any_summary(
     assert "does not fit the model's" in outcome.error or "2,048-token" in outcome.error
     assert len(rig.client.requests) == sent  # no summary, no refused request
     assert rig.session.history == history  # the oversized task is not left for the model
+
+
+async def test_a_dense_task_the_server_refused_does_not_measure_the_requests_after_it(
+    tmp_path: Path,
+) -> None:
+    # As SmolLM2 behind llama.cpp: its template drops the tool schemas (the first request
+    # counts 150 tokens, estimated near 600), and digits are a token each, so a task
+    # estimated well inside the window is counted past it (2,620 tokens). That count
+    # measures that request only: it is not the system prompt's size, and once the task
+    # left the history it is not what the next requests are measured from (every later
+    # task was refused unsent, its system prompt said to be too large for the window).
+    counted = [ChatChunk(content="ok"), ChatChunk(done=True, prompt_eval_count=150)]
+    dense = ModelHTTPError(400, LLAMA_CPP_OVERFLOW.replace("2420", "2620"))
+    rig = make_rig(tmp_path, [counted, dense, text("Done.")])
+    rig.client.context = 2048
+    await rig.agent.run_turn(user("first"))
+    history = list(rig.session.history)
+    outcome = await rig.agent.run_turn(TurnRequest("relay", "7" * 2000, SENDER))
+    assert outcome.status == "error" and outcome.reached_model
+    assert "does not fit the model's 2,048-token context window, even compacted" in outcome.error
+    assert "system prompt and tool schemas alone" not in outcome.error
+    assert rig.session.history == history
+    assert await rig.agent.run_turn(user("next")) == TurnOutcome("answered", text="Done.")
+    assert len(rig.client.requests) == 3

@@ -211,6 +211,7 @@ class Agent:
                     (i for i, m in enumerate(session.history) if m is task), len(session.history)
                 )
                 del session.history[start:]
+                turn.forget_refused()
         except BaseException:
             # An outer cancel, Ctrl-C or a bug: leave a history the next request can use.
             turn.interrupt()

@@ -135,6 +135,14 @@ class Calibration:
                     self._deltas.append((abs(d_est), abs(d_real)))
         self.anchor = (estimate, reported)
 
+    def copy(self) -> Calibration:
+        """What it knows now, to go back to (``restore``)."""
+        return Calibration(deque(self._deltas, maxlen=_SAMPLES), self.anchor)
+
+    def restore(self, earlier: Calibration) -> None:
+        """Forget what was learnt since ``earlier`` was copied."""
+        self._deltas, self.anchor = deque(earlier._deltas, maxlen=_SAMPLES), earlier.anchor
+
     @property
     def calibrated(self) -> bool:
         """Whether the server has counted a request of this model yet."""

@@ -20,6 +20,7 @@ from zcoder.agent.compactor import run_plan
 from zcoder.agent.context import (
     DEFAULT_NUM_CTX,
     Budget,
+    Calibration,
     Window,
     estimate_tokens,
     fixed_too_large,
@@ -87,6 +88,8 @@ class Turn:
         self._estimate = self._fixed_estimate = 0
         self._overflowed = False
         self._compact_next = False  # after a context error: the step goes again compacted
+        # What the server had counted before it refused a request of this turn as too large
+        self._before_refusal: Calibration | None = None
         self._probed = False
         # The server refused the turn as too large for its window: final, not "model down".
         self.refused = False
@@ -152,12 +155,21 @@ class Turn:
         if overflow is None:
             return False
         if overflow.prompt_tokens:
+            if self._before_refusal is None:
+                self._before_refusal = self._p.calibration.copy()
             self._p.calibration.observe(self._estimate, overflow.prompt_tokens)
         if overflow.window and overflow.window < self._window.tokens:
             self._window = self.learned_window = Window(overflow.window, by_server=True)
         return overflow.prompt_tokens is not None and self.sizes().budget.fits(
             overflow.prompt_tokens
         )
+
+    def forget_refused(self) -> None:
+        """The request the server refused left the history: its count measured it alone,
+        not the requests that follow (measured from it, every later one would look as
+        large and be refused unsent)."""
+        if self._before_refusal is not None:
+            self._p.calibration.restore(self._before_refusal)
 
     def _too_large_text(self, exc: ModelError) -> str:
         text = exc.server_message if isinstance(exc, ModelHTTPError) else str(exc)
@@ -319,8 +331,13 @@ class Turn:
         return attrs.evolve(request, num_predict=sizes.budget.reply_room(prompt))
 
     def _too_large(self, sizes: Sizes, prompt: int) -> _TooLarge:
-        fixed = sizes.calibration.tokens(self._fixed_estimate)
-        if not sizes.budget.fits(fixed):
+        # The fixed part is measured by the counts from before a refusal: the refused
+        # request's count is its own (a task of digits, a token each, would make the
+        # system prompt look several times its size), and without earlier counts it is
+        # not known.
+        counted = self._before_refusal or sizes.calibration
+        fixed = counted.tokens(self._fixed_estimate)
+        if counted.calibrated and not sizes.budget.fits(fixed):
             return _TooLarge(fixed_too_large(fixed, self._window, self._p.client.kind))
         return _TooLarge(
             f"The request (about {prompt:,} tokens) does not fit the model's "

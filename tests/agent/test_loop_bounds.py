@@ -84,6 +84,20 @@ async def test_a_reply_cut_by_the_output_cap_says_so(tmp_path: Path) -> None:
     ]
 
 
+async def test_a_reply_cut_by_the_room_the_window_left_names_that_cap(tmp_path: Path) -> None:
+    # A 2,048-token window leaves the reply less than --max-output-tokens' 4,096: the note
+    # names the cap that cut it, not the flag (raising it would change nothing).
+    rig = make_rig(tmp_path, [text("A long ans", done_reason="length")])
+    rig.client.context = 2048
+    await rig.agent.run_turn(user("q"))
+    cap = rig.client.requests[0].num_predict
+    assert cap is not None and cap < 4096
+    assert notes(rig.session.events) == [
+        f"The reply was cut off: the model hit its output limit ({cap} tokens, all the room "
+        "left in the 2,048-token context window)."
+    ]
+
+
 async def test_a_reply_cut_before_it_said_anything_is_an_error_not_a_nudge(
     tmp_path: Path,
 ) -> None:

@@ -65,6 +65,7 @@ class _Reply:
     prompt_tokens: int = 0
     runaway: str = ""  # "reply" or "thinking": the stream was stopped repeating itself
     printed: int = 0  # calls taken from the reply's text
+    cap: int = 0  # the output cap its request asked for
 
 
 class Turn:
@@ -196,12 +197,12 @@ class Turn:
                 "the reply was cut off and discarded.",
             )
         self._take_printed_calls(reply)
-        cap = self._p.config.max_output_tokens
+        cap, why, fix = self._output_limit(reply)
         if reply.done_reason == "length" and not reply.calls and not reply.content.strip():
             return self._fail(
                 "error",
                 f"The reply was cut off at the output limit ({cap} tokens) before it said "
-                "anything: raise --max-output-tokens.",
+                f"anything: {fix}.",
             )
         if not reply.calls and not reply.content.strip():
             if self._guard.take_nudge():
@@ -220,8 +221,7 @@ class Turn:
         if reply.done_reason == "length":
             self._p.entry(
                 "system",
-                f"The reply was cut off: the model hit its output limit ({cap} tokens, "
-                "--max-output-tokens).",
+                f"The reply was cut off: the model hit its output limit ({cap} tokens, {why}).",
             )
         if not reply.calls:
             self._p.sink.emit(StateChange("ready"))
@@ -235,6 +235,14 @@ class Turn:
             self._p.entry("system", "The model repeated its last tool calls; it was warned.")
             return None
         return await self.rounds.run(reply.calls, self._guard.steps)
+
+    def _output_limit(self, reply: _Reply) -> tuple[int, str, str]:
+        """The cap that cut a reply off, what set it, and what gives the next one more."""
+        configured = self._p.config.max_output_tokens
+        if 0 < reply.cap < configured:
+            window = f"{self._window.tokens:,}-token context window"
+            return reply.cap, f"all the room left in the {window}", "/compact or a larger window"
+        return configured, "--max-output-tokens", "raise --max-output-tokens"
 
     def _take_printed_calls(self, reply: _Reply) -> None:
         """A reply whose text holds tool calls becomes those calls (unless turned off)."""
@@ -448,6 +456,7 @@ class Turn:
     async def _stream_once(self) -> _Reply:
         reply = self._reply = _Reply()
         request = await self._fitted_request()
+        reply.cap = request.num_predict or 0
         self._p.sink.emit(StateChange("thinking"))
         content, thinking = RunawayDetector(), RunawayDetector()
         async with self._p.client.stream_chat(request) as chunks:

@@ -17,15 +17,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.agent.doubles import RecordingSink, make_config
-from tests.app.test_relay_model_down import MODEL, Receiver, _NoApprover, send, sender
+from tests.app.test_relay_model_down import Receiver, receiver_on, send, sender
 from tests.app.test_relay_receipts import only_id, receipts, reported
 from tests.fakes.openai_server import FakeOpenAI
 from zcoder.agent.model import StallLimits
 from zcoder.agent.openai import OpenAIClient
-from zcoder.app.backend import AgentBackend
-from zcoder.config import RelaySettings
-from zcoder.session import SessionStore
 
 WINDOW = 4096
 TASK = "Review this log and say what failed:\n" + "E  assert response.status == 200\n" * 400
@@ -33,19 +29,9 @@ TASK = "Review this log and say what failed:\n" + "E  assert response.status == 
 
 @asynccontextmanager
 async def receiver(nursery: trio.Nursery, root: Path, url: str) -> AsyncIterator[Receiver]:
-    workspace, runtime = root / "beta", root / "rt-beta"
-    workspace.mkdir()
-    runtime.mkdir(mode=0o700)
-    config = make_config(workspace, model=MODEL, host=url, relay=RelaySettings(dir=root / "agents"))
-    store = SessionStore(config.home, workspace, "coding")
     async with OpenAIClient(url, stall=StallLimits(5, 5), connect_seconds=2) as client:
         await client.identify()
-        sink = RecordingSink()
-        backend = AgentBackend(
-            config, store, store.create(MODEL), client, runtime, approver=_NoApprover(), sink=sink
-        )
-        assert await backend.start_relay(nursery) == ""
-        yield Receiver(backend, sink, runtime / "relay" / "inbox")
+        yield await receiver_on(nursery, root, url, client)
 
 
 @pytest.mark.parametrize("report", [True, False], ids=["reported", "refused-by-server"])

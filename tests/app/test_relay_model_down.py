@@ -19,7 +19,7 @@ import trio
 from tests.agent.doubles import RecordingSink, make_config
 from tests.app.test_relay_app import Instance, start
 from tests.fakes.ollama_server import FakeOllama
-from zcoder.agent.model import StallLimits
+from zcoder.agent.model import ModelClient, StallLimits
 from zcoder.agent.ollama import OllamaClient
 from zcoder.app.backend import AgentBackend
 from zcoder.approval import Answer, ApprovalRequest
@@ -57,18 +57,23 @@ def free_port() -> int:
 
 @asynccontextmanager
 async def receiver(nursery: trio.Nursery, root: Path, url: str) -> AsyncIterator[Receiver]:
+    async with OllamaClient(url, stall=StallLimits(5, 5), connect_seconds=2) as client:
+        yield await receiver_on(nursery, root, url, client)
+
+
+async def receiver_on(nursery: trio.Nursery, root: Path, url: str, client: ModelClient) -> Receiver:
+    """A receiver (workspace ``beta``) over ``client``, its relay started in ``nursery``."""
     workspace, runtime = root / "beta", root / "rt-beta"
     workspace.mkdir()
     runtime.mkdir(mode=0o700)
     config = make_config(workspace, model=MODEL, host=url, relay=RelaySettings(dir=root / "agents"))
     store = SessionStore(config.home, workspace, "coding")
-    async with OllamaClient(url, stall=StallLimits(5, 5), connect_seconds=2) as client:
-        sink = RecordingSink()
-        backend = AgentBackend(
-            config, store, store.create(MODEL), client, runtime, approver=_NoApprover(), sink=sink
-        )
-        assert await backend.start_relay(nursery) == ""
-        yield Receiver(backend, sink, runtime / "relay" / "inbox")
+    sink = RecordingSink()
+    backend = AgentBackend(
+        config, store, store.create(MODEL), client, runtime, approver=_NoApprover(), sink=sink
+    )
+    assert await backend.start_relay(nursery) == ""
+    return Receiver(backend, sink, runtime / "relay" / "inbox")
 
 
 def records(request: dict[str, Any]) -> list[str]:

@@ -37,6 +37,18 @@ class Compacted:
     replaced: int
     fallback: str = ""
 
+    def line(self, before: Sequence[Message], tokens_before: int, tokens_after: int) -> str:
+        """The transcript's one line for this compaction of the history ``before``."""
+        if self.replaced:
+            what = f"compacted {self.replaced} messages"
+        else:
+            count = sum(a != b for a, b in zip(before, self.history, strict=True))
+            what = f"compacted: shortened {count} old tool result{'s' if count != 1 else ''}"
+        note = ""
+        if self.fallback:
+            note = f"; no summary from the model ({self.fallback}): zcoder kept its own record"
+        return f"{what} ({tokens_before:,} -> {tokens_after:,} tokens){note}"
+
 
 async def _ask(client: ModelClient, request: ChatRequest) -> str:
     text: list[str] = []

@@ -45,6 +45,8 @@ __all__ = [
     "fixed_too_large",
     "message_tokens",
     "overflow_of",
+    "refused_text",
+    "too_large_text",
 ]
 
 # Ollama's own default context is 2-4k tokens and it silently drops the start of a longer
@@ -268,4 +270,29 @@ def fixed_too_large(fixed_tokens: int, window: Window, server_kind: str) -> str:
     return (
         f"The system prompt and tool schemas alone take about {fixed_tokens:,} of the "
         f"{size:,}-token context window, leaving no room for the conversation: {where}."
+    )
+
+
+def too_large_text(prompt_tokens: int, window: Window) -> str:
+    """The error for a request that no compaction brings inside ``window``."""
+    return (
+        f"The request (about {prompt_tokens:,} tokens) does not fit the model's "
+        f"{window.tokens:,}-token context window, even compacted: the task is too large for "
+        "this window; split it, or give the model a larger window."
+    )
+
+
+def refused_text(window: Window, server_kind: str, server_text: str) -> str:
+    """The error for a request the server refused as too large a second time; a window
+    zcoder only assumed is not called the model's (the server refused inside it)."""
+    which = (
+        f"the model's {window.tokens:,}-token context window"
+        if window.by_server
+        else f"the server's context window (zcoder assumed {window.tokens:,} tokens, "
+        f"{window.source})"
+    )
+    return (
+        f"The request does not fit {which}, even compacted ({server_kind}: "
+        f"{server_text[:200]}): the task is too large for this window; split it, or give the "
+        "model a larger window."
     )

@@ -21,10 +21,13 @@ from zcoder.agent.context import (
     DEFAULT_NUM_CTX,
     Budget,
     Calibration,
+    Overflow,
     Window,
     estimate_tokens,
     fixed_too_large,
     overflow_of,
+    refused_text,
+    too_large_text,
 )
 from zcoder.agent.loop_guard import EMPTY_REPLY_NUDGE, REPEAT_WARNING, TurnGuard
 from zcoder.agent.model import ChatChunk, ChatRequest
@@ -49,11 +52,16 @@ class _TooLarge(Exception):
     """The next request cannot fit the window, however the history is compacted."""
 
 
-def _overflow(exc: ModelError) -> bool:
-    """Whether the server refused the request as larger than its context window."""
-    if isinstance(exc, ModelHTTPError):
-        return overflow_of(exc.server_message) is not None
-    return isinstance(exc, StreamErrorLine) and overflow_of(str(exc)) is not None
+def _server_text(exc: ModelError) -> str:
+    return exc.server_message if isinstance(exc, ModelHTTPError) else str(exc)
+
+
+def _overflow(exc: ModelError) -> Overflow | None:
+    """The sizes a server's refusal of the request as larger than its window names, or
+    None when ``exc`` is another failure."""
+    if isinstance(exc, ModelHTTPError | StreamErrorLine):
+        return overflow_of(_server_text(exc))
+    return None
 
 
 @attrs.define
@@ -129,16 +137,18 @@ class Turn:
                 return self._fail("error", str(exc))
             except ModelError as exc:
                 _log.debug("model request failed: %r", exc)
-                if _overflow(exc):
+                overflow = _overflow(exc)
+                if overflow is not None:
                     if not self._overflowed:
                         # Send the step again, once: compacted, unless the server's count
                         # shows the prompt fits and only the reply's cap did not.
                         self._overflowed = True
-                        self._compact_next = not self._learn_overflow(exc)
+                        self._compact_next = not self._learn_overflow(overflow)
                         self._guard.steps -= 1
                         continue
                     self.refused = True
-                    return self._fail("error", self._too_large_text(exc))
+                    text = refused_text(self._window, self._p.client.kind, _server_text(exc))
+                    return self._fail("error", text)
                 return self._fail("error", self.describe(exc))
             # The step got through: the next one compacts only past the threshold (and may
             # itself be sent again once after a context error).
@@ -148,13 +158,9 @@ class Turn:
             if outcome is not None:
                 return outcome
 
-    def _learn_overflow(self, exc: ModelError) -> bool:
+    def _learn_overflow(self, overflow: Overflow) -> bool:
         """What a context error tells: the prompt's real size, and the real window;
         whether that prompt itself fits (vLLM refuses a prompt plus its ``max_tokens``)."""
-        text = exc.server_message if isinstance(exc, ModelHTTPError) else str(exc)
-        overflow = overflow_of(text)
-        if overflow is None:
-            return False
         if overflow.prompt_tokens:
             if self._before_refusal is None:
                 self._before_refusal = self._p.calibration.copy()
@@ -171,22 +177,6 @@ class Turn:
         large and be refused unsent)."""
         if self._before_refusal is not None:
             self._p.calibration.restore(self._before_refusal)
-
-    def _too_large_text(self, exc: ModelError) -> str:
-        text = exc.server_message if isinstance(exc, ModelHTTPError) else str(exc)
-        window = self._window
-        # A window zcoder assumed is not the model's: the server refused inside it.
-        which = (
-            f"the model's {window.tokens:,}-token context window"
-            if window.by_server
-            else f"the server's context window (zcoder assumed {window.tokens:,} tokens, "
-            f"{window.source})"
-        )
-        return (
-            f"The request does not fit {which}, even compacted ({self._p.client.kind}: "
-            f"{text[:200]}): the task is too large for this window; split it, or give the "
-            "model a larger window."
-        )
 
     async def _handle(self, reply: _Reply) -> TurnOutcome | None:
         history = self._p.session.history
@@ -347,11 +337,7 @@ class Turn:
         fixed = counted.tokens(self._fixed_estimate)
         if counted.calibrated and not sizes.budget.fits(fixed):
             return _TooLarge(fixed_too_large(fixed, self._window, self._p.client.kind))
-        return _TooLarge(
-            f"The request (about {prompt:,} tokens) does not fit the model's "
-            f"{self._window.tokens:,}-token context window, even compacted: the task is "
-            "too large for this window; split it, or give the model a larger window."
-        )
+        return _TooLarge(too_large_text(prompt, self._window))
 
     async def compact(
         self, *, force: bool = False, focus: str = "", auto: bool = False
@@ -377,18 +363,9 @@ class Turn:
             temperature=self._p.config.temperature,
             focus=focus,
         )
-        old = list(history)
+        line = done.line(history, plan.before, sizes.prompt(done.history))
         history[:] = done.history  # after the last await: all or nothing
-        after = sizes.prompt(done.history)
-        if done.replaced:
-            what = f"compacted {done.replaced} messages"
-        else:
-            count = sum(a != b for a, b in zip(old, done.history, strict=True))
-            what = f"compacted: shortened {count} old tool result{'s' if count != 1 else ''}"
-        note = ""
-        if done.fallback:
-            note = f"; no summary from the model ({done.fallback}): zcoder kept its own record"
-        self._p.entry("system", f"{what} ({plan.before:,} -> {after:,} tokens){note}")
+        self._p.entry("system", line)
         self._show_fill()
         return plan
 
@@ -407,9 +384,10 @@ class Turn:
         try:
             await self._warm_once()
         except ModelHTTPError as exc:
-            if _overflow(exc):
+            overflow = _overflow(exc)
+            if overflow is not None:
                 # The first real step compacts; the warm-up only learns the sizes.
-                self._learn_overflow(exc)
+                self._learn_overflow(overflow)
                 return
             if not (self.think and "does not support thinking" in exc.server_message):
                 raise

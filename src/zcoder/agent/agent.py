@@ -234,7 +234,7 @@ class Agent:
         try:
             with scope:
                 window = await self._window()
-                turn.use_window(window)
+                turn.steps.window = window
                 plan = await turn.compact(force=True, focus=focus)
         except ModelError as exc:
             self._sink.emit(Entry(TranscriptEvent(role="error", text=turn.describe(exc))))
@@ -262,9 +262,9 @@ class Agent:
     async def context_lines(self) -> list[str]:
         """``/context``: the window and who set it, and what fills it."""
         turn = self._turn(self._client, TurnRequest("user", "(context)"))
-        turn.use_window(await self._window())
+        turn.steps.window = await self._window()
         return context_report(
-            turn.sizes(), turn.fixed_estimate, self.session.history, self._client.kind
+            turn.steps.sizes(), turn.steps.fixed_estimate, self.session.history, self._client.kind
         )
 
     def _note(self, text: str) -> None:
@@ -292,7 +292,7 @@ class Agent:
             self._no_thinking.add(self._model)
         if turn.learned_window is not None:
             self._reported[self._model] = turn.learned_window.tokens
-        self._fixed_estimate = turn.fixed_estimate or self._fixed_estimate
+        self._fixed_estimate = turn.steps.fixed_estimate or self._fixed_estimate
 
     def _save(self, session: Session) -> None:
         # A failed save must not lose the turn's answer: say so and keep going; the next

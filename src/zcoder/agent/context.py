@@ -31,6 +31,7 @@ import attrs
 
 from zcoder.config import DEFAULT_COMPACT_AT
 from zcoder.conversation import Message
+from zcoder.errors import ModelError, ModelHTTPError, StreamErrorLine
 
 __all__ = [
     "DEFAULT_COMPACT_AT",
@@ -44,8 +45,10 @@ __all__ = [
     "estimate_tokens",
     "fixed_too_large",
     "message_tokens",
+    "overflow_in",
     "overflow_of",
     "refused_text",
+    "server_text",
     "too_large_text",
 ]
 
@@ -256,6 +259,19 @@ def overflow_of(message: str) -> Overflow | None:
     if not _OVERFLOW.search(message) and "maximum model length" not in message.lower():
         return None
     return Overflow(_first_number(_PROMPT_SIZE, message), _first_number(_WINDOW_SIZE, message))
+
+
+def server_text(exc: ModelError) -> str:
+    """What the server said in a failure (its own message for an HTTP error)."""
+    return exc.server_message if isinstance(exc, ModelHTTPError) else str(exc)
+
+
+def overflow_in(exc: ModelError) -> Overflow | None:
+    """The sizes a server's refusal of a request as larger than its window names, or
+    None when ``exc`` is another failure (an error status, or an error in the stream)."""
+    if isinstance(exc, ModelHTTPError | StreamErrorLine):
+        return overflow_of(server_text(exc))
+    return None
 
 
 def fixed_too_large(fixed_tokens: int, window: Window, server_kind: str) -> str:

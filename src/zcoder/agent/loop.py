@@ -19,49 +19,35 @@ from zcoder.agent.compaction import Plan, Sizes, plan_compaction
 from zcoder.agent.compactor import run_plan
 from zcoder.agent.context import (
     DEFAULT_NUM_CTX,
-    Budget,
     Calibration,
     Overflow,
     Window,
     estimate_tokens,
     fixed_too_large,
-    overflow_of,
+    overflow_in,
     refused_text,
+    server_text,
     too_large_text,
 )
 from zcoder.agent.loop_guard import EMPTY_REPLY_NUDGE, REPEAT_WARNING, TurnGuard
 from zcoder.agent.model import ChatChunk, ChatRequest
 from zcoder.agent.parts import TurnParts
 from zcoder.agent.printed_calls import printed_tool_calls
-from zcoder.agent.prompts import build_system_prompt
 from zcoder.agent.rounds import RoundRunner, describe_model_error
 from zcoder.agent.runaway import RunawayDetector
+from zcoder.agent.steps import DEFAULT_WINDOW, Steps
 from zcoder.agent.turns import STOP_MARKER, OutcomeStatus, TurnOutcome, TurnRequest, relay_record
 from zcoder.conversation import Message, ToolCall
-from zcoder.errors import ModelError, ModelHTTPError, StreamErrorLine
-from zcoder.live import ContextFill, StateChange, TextDelta, ThinkingDelta
+from zcoder.errors import ModelError, ModelHTTPError
+from zcoder.live import StateChange, TextDelta, ThinkingDelta
 
 __all__ = ["DEFAULT_NUM_CTX", "STOP_MARKER", "Turn", "estimate_tokens"]
 
 _log = logging.getLogger(__name__)
 
-_DEFAULT_WINDOW = Window(DEFAULT_NUM_CTX)
-
 
 class _TooLarge(Exception):
     """The next request cannot fit the window, however the history is compacted."""
-
-
-def _server_text(exc: ModelError) -> str:
-    return exc.server_message if isinstance(exc, ModelHTTPError) else str(exc)
-
-
-def _overflow(exc: ModelError) -> Overflow | None:
-    """The sizes a server's refusal of the request as larger than its window names, or
-    None when ``exc`` is another failure."""
-    if isinstance(exc, ModelHTTPError | StreamErrorLine):
-        return overflow_of(_server_text(exc))
-    return None
 
 
 @attrs.define
@@ -80,8 +66,8 @@ class Turn:
     """One running turn. ``run`` drives it; ``interrupt`` repairs history after a cancel.
 
     ``think`` starts as given and goes off for the rest of the turn when the model refuses
-    thinking; the agent reads it afterwards to remember that per model. ``window`` is the
-    context window decided for the model, given to ``run`` or ``warm``.
+    thinking; the agent reads it afterwards to remember that per model. ``steps`` builds
+    and measures its requests, in the window given to ``run`` or ``warm``.
     """
 
     def __init__(
@@ -89,12 +75,9 @@ class Turn:
     ) -> None:
         self._p = parts
         self._request = request
-        self._instructions = instructions
         self.think = think
-        self._window = _DEFAULT_WINDOW
         self._guard = TurnGuard()
         self._reply: _Reply | None = None
-        self._estimate = self._fixed_estimate = 0
         self._overflowed = False
         self._compact_next = False  # after a context error: the step goes again compacted
         # What the server had counted before it refused a request of this turn as too large
@@ -105,6 +88,7 @@ class Turn:
         # A window the server named in a context error (smaller than the one decided).
         self.learned_window: Window | None = None
         self.rounds = RoundRunner(parts, request.origin, request.sender)
+        self.steps = Steps(parts, request, instructions, self.rounds)
 
     def begin(self) -> None:
         """Put the request into the transcript and the history (before the first save)."""
@@ -125,8 +109,8 @@ class Turn:
             self._p.entry("user", req.text)
             session.history.append(Message(role="user", content=req.text))
 
-    async def run(self, window: Window = _DEFAULT_WINDOW) -> TurnOutcome:
-        self._window = window
+    async def run(self, window: Window = DEFAULT_WINDOW) -> TurnOutcome:
+        self.steps.window = window
         while True:
             if not self._guard.take_step():
                 return self._fail("step_limit", "Stopped: the turn reached its step limit.")
@@ -137,7 +121,7 @@ class Turn:
                 return self._fail("error", str(exc))
             except ModelError as exc:
                 _log.debug("model request failed: %r", exc)
-                overflow = _overflow(exc)
+                overflow = overflow_in(exc)
                 if overflow is not None:
                     if not self._overflowed:
                         # Send the step again, once: compacted, unless the server's count
@@ -147,7 +131,7 @@ class Turn:
                         self._guard.steps -= 1
                         continue
                     self.refused = True
-                    text = refused_text(self._window, self._p.client.kind, _server_text(exc))
+                    text = refused_text(self.steps.window, self._p.client.kind, server_text(exc))
                     return self._fail("error", text)
                 return self._fail("error", self.describe(exc))
             # The step got through: the next one compacts only past the threshold (and may
@@ -164,10 +148,10 @@ class Turn:
         if overflow.prompt_tokens:
             if self._before_refusal is None:
                 self._before_refusal = self._p.calibration.copy()
-            self._p.calibration.observe(self._estimate, overflow.prompt_tokens)
-        if overflow.window and overflow.window < self._window.tokens:
-            self._window = self.learned_window = Window(overflow.window, by_server=True)
-        return overflow.prompt_tokens is not None and self.sizes().budget.fits(
+            self._p.calibration.observe(self.steps.estimate, overflow.prompt_tokens)
+        if overflow.window and overflow.window < self.steps.window.tokens:
+            self.steps.window = self.learned_window = Window(overflow.window, by_server=True)
+        return overflow.prompt_tokens is not None and self.steps.sizes().budget.fits(
             overflow.prompt_tokens
         )
 
@@ -230,7 +214,7 @@ class Turn:
         """The cap that cut a reply off, what set it, and what gives the next one more."""
         configured = self._p.config.max_output_tokens
         if 0 < reply.cap < configured:
-            window = f"{self._window.tokens:,}-token context window"
+            window = f"{self.steps.window.tokens:,}-token context window"
             return reply.cap, f"all the room left in the {window}", "/compact or a larger window"
         return configured, "--max-output-tokens", "raise --max-output-tokens"
 
@@ -252,78 +236,28 @@ class Turn:
         self._p.sink.emit(StateChange("error", message))
         return TurnOutcome(status, error=message)
 
-    def _chat_request(self, *, num_predict: int | None = None) -> ChatRequest:
-        """The next step's request: one fresh system message, then the whole history.
-
-        The warm-up sends the very same request with ``num_predict`` 1, so that the
-        server's prompt cache then holds the prefix of the first real step.
-        """
-        specs = self.rounds.tool_specs()
-        system = self._system_message(specs)
-        messages = [system, *self._p.session.history]
-        self._estimate = estimate_tokens(messages, specs)
-        self._fixed_estimate = estimate_tokens([system], specs)
-        config = self._p.config
-        return ChatRequest(
-            model=self._p.model(),
-            messages=messages,
-            tools=specs,
-            think=self.think,
-            num_ctx=self._window.tokens,
-            num_predict=num_predict or config.max_output_tokens,
-            temperature=config.temperature,
-        )
-
-    def _system_message(self, specs: list[dict[str, Any]]) -> Message:
-        sender = self._request.sender
-        prompt = build_system_prompt(
-            profile=self._p.config.profile,
-            workspace=self._p.config.workspace,
-            tool_names=[s["function"]["name"] for s in specs],
-            instructions=self._instructions,
-            relay_sender=sender.instance_id if sender is not None else "",
-        )
-        return Message(role="system", content=prompt)
-
-    def use_window(self, window: Window) -> None:
-        """Measure against ``window`` (``run`` and ``warm`` take theirs as an argument)."""
-        self._window = window
-
-    @property
-    def fixed_estimate(self) -> int:
-        """The estimated size of the system prompt and the tool schemas of this turn."""
-        if not self._fixed_estimate:
-            self._chat_request()
-        return self._fixed_estimate
-
     def describe(self, exc: ModelError) -> str:
         return describe_model_error(exc, self._p.config.host, self._p.model())
-
-    def sizes(self) -> Sizes:
-        """How this turn measures its requests (after ``_chat_request`` set the estimates)."""
-        config = self._p.config
-        budget = Budget(self._window, config.compact_at, config.max_output_tokens)
-        return Sizes(self._p.calibration, budget, self.fixed_estimate)
 
     async def _fitted_request(self) -> ChatRequest:
         """The next request, compacted first when it would pass the threshold (or the
         server said it overflowed), with an output cap that stays inside the window."""
-        request = self._chat_request()
-        sizes = self.sizes()
-        prompt = sizes.calibration.tokens(self._estimate)
+        request = self.steps.build(self.think)
+        sizes = self.steps.sizes()
+        prompt = self.steps.prompt_tokens()
         if self._compact_next or sizes.budget.needs_compaction(prompt):
             force, self._compact_next = self._compact_next, False
             await self.compact(force=force, auto=True)
-            request = self._chat_request()
-            sizes = self.sizes()
-            prompt = sizes.calibration.tokens(self._estimate)
+            request = self.steps.build(self.think)
+            sizes = self.steps.sizes()
+            prompt = self.steps.prompt_tokens()
         calibration = sizes.calibration
         if not calibration.calibrated and not sizes.budget.fits(prompt) and not self._probed:
             # Only an estimate, and it says the prompt does not fit: never send it to learn
             # its size (Ollama cuts a long prompt silently); have a small one counted.
             self._probed = True  # once: a server that counts nothing is not asked again
-            await self._count_fixed()
-            prompt = calibration.tokens(self._estimate)
+            await self.steps.count_fixed(self.think)
+            prompt = self.steps.prompt_tokens()
         if calibration.calibrated and not sizes.budget.fits(prompt):
             raise self._too_large(sizes, prompt)
         return attrs.evolve(request, num_predict=sizes.budget.reply_room(prompt))
@@ -334,10 +268,10 @@ class Turn:
         # system prompt look several times its size), and without earlier counts it is
         # not known.
         counted = self._before_refusal or sizes.calibration
-        fixed = counted.tokens(self._fixed_estimate)
+        fixed = counted.tokens(self.steps.fixed_estimate)
         if counted.calibrated and not sizes.budget.fits(fixed):
-            return _TooLarge(fixed_too_large(fixed, self._window, self._p.client.kind))
-        return _TooLarge(too_large_text(prompt, self._window))
+            return _TooLarge(fixed_too_large(fixed, self.steps.window, self._p.client.kind))
+        return _TooLarge(too_large_text(prompt, self.steps.window))
 
     async def compact(
         self, *, force: bool = False, focus: str = "", auto: bool = False
@@ -346,8 +280,8 @@ class Turn:
         plan carried out, or None when there was nothing to do. A cancel or a failure
         changes nothing. Before a request (``auto``), a plan that cannot make it fit is
         not carried out: the turn ends at once instead of summarising for nothing."""
-        self._chat_request()
-        sizes = self.sizes()
+        self.steps.build(self.think)
+        sizes = self.steps.sizes()
         history = self._p.session.history
         plan = plan_compaction(history, sizes, force=force)
         if auto and not plan.fits and sizes.calibration.calibrated:
@@ -371,20 +305,17 @@ class Turn:
 
     def _show_fill(self) -> None:
         """Tell the status bar how full the next request will make the window."""
-        self._chat_request()
-        sizes = self.sizes()
-        tokens = sizes.calibration.tokens(self._estimate)
-        self._p.sink.emit(ContextFill(tokens, self._window.tokens))
+        self._p.sink.emit(self.steps.fill())
 
-    async def warm(self, window: Window = _DEFAULT_WINDOW) -> None:
+    async def warm(self, window: Window = DEFAULT_WINDOW) -> None:
         """Send this turn's first request with one output token and drop the reply: the
         model is loaded and the prompt cache filled. Only the token count is kept (it
         calibrates the prompt-size estimate); nothing enters the session."""
-        self._window = window
+        self.steps.window = window
         try:
             await self._warm_once()
         except ModelHTTPError as exc:
-            overflow = _overflow(exc)
+            overflow = overflow_in(exc)
             if overflow is not None:
                 # The first real step compacts; the warm-up only learns the sizes.
                 self._learn_overflow(overflow)
@@ -396,30 +327,14 @@ class Turn:
         self._show_fill()
 
     async def _warm_once(self) -> None:
-        request = self._chat_request(num_predict=1)
-        sizes = self.sizes()
-        if not sizes.budget.fits(sizes.calibration.tokens(self._estimate)):
+        request = self.steps.build(self.think, num_predict=1)
+        sizes = self.steps.sizes()
+        if not sizes.budget.fits(self.steps.prompt_tokens()):
             # A history the window does not hold (a resumed session): the first step
             # compacts it, so its prefix is not worth caching, and Ollama would cut it.
-            await self._count_fixed()
+            await self.steps.count_fixed(self.think)
             return
-        await self._count(request, self._estimate)
-
-    async def _count_fixed(self) -> None:
-        """Have the server count a request that fits: the system prompt and the tool
-        schemas with a one-word prompt, one output token. The calibration's anchor."""
-        specs = self.rounds.tool_specs()
-        messages = [self._system_message(specs), Message(role="user", content="Hello")]
-        request = attrs.evolve(self._chat_request(num_predict=1), messages=messages)
-        await self._count(request, estimate_tokens(messages, specs))
-
-    async def _count(self, request: ChatRequest, estimate: int) -> None:
-        """Send a one-token request and learn from the server's count of its prompt."""
-        prompt_tokens = 0
-        async with self._p.client.stream_chat(request) as chunks:
-            async for chunk in chunks:
-                prompt_tokens = chunk.prompt_eval_count or prompt_tokens
-        self._p.calibration.observe(estimate, prompt_tokens)
+        await self.steps.count(request, self.steps.estimate)
 
     async def _stream(self) -> _Reply:
         try:
@@ -445,7 +360,7 @@ class Turn:
                     reply.runaway = "reply" if content.tripped else "thinking"
                     break
         self._reply = None
-        self._p.calibration.observe(self._estimate, reply.prompt_tokens)
+        self._p.calibration.observe(self.steps.estimate, reply.prompt_tokens)
         _log.debug(
             "model reply: %d chars, %d tool calls, done_reason %r",
             len(reply.content),

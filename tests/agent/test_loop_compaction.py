@@ -21,7 +21,7 @@ from zcoder.agent.model import ChatChunk, ChatRequest
 from zcoder.agent.turns import STOP_MARKER
 from zcoder.conversation import Message, ToolCall, TranscriptEvent
 from zcoder.errors import ModelHTTPError, ServerUnavailable, StreamErrorLine
-from zcoder.live import ContextFill, StateChange
+from zcoder.live import ContextFill, Entry, StateChange
 
 # llama.cpp's own words when a prompt does not fit the window it was started with
 LLAMA_CPP_OVERFLOW = (
@@ -253,6 +253,18 @@ async def test_nothing_to_compact_by_hand(tmp_path: Path) -> None:
     rig = rig_with(tmp_path, [text(SUMMARY)], past(1, 200), context_window=8192)
     assert not await rig.agent.compact()
     assert rig.client.requests == [] and rig.session.history == past(1, 200)
+
+
+async def test_a_record_longer_than_what_it_replaces_is_not_kept(tmp_path: Path) -> None:
+    # Two short exchanges and a model that writes at length: the compaction would grow the
+    # history, so it leaves it as it was and says there was nothing to gain.
+    before = past(3, 20)
+    rig = rig_with(tmp_path, [], before, text("word " * 900), context_window=8192)
+    assert not await rig.agent.compact()
+    assert rig.session.history == before
+    assert compacted_notes(rig) == []
+    notes = [e for e in rig.sink.events if isinstance(e, Entry)]
+    assert any("Nothing to compact" in e.event.text for e in notes)
 
 
 async def test_escape_during_compact_by_hand_changes_nothing(tmp_path: Path) -> None:

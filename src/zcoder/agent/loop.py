@@ -297,7 +297,10 @@ class Turn:
             temperature=self._p.config.temperature,
             focus=focus,
         )
-        line = done.line(history, plan.before, sizes.prompt(done.history))
+        after = sizes.prompt(done.history)
+        if not auto and after >= plan.before:
+            return None  # by hand, a record longer than the short history it would replace
+        line = done.line(history, plan.before, after)
         history[:] = done.history  # after the last await: all or nothing
         self._p.entry("system", line)
         self._show_fill()

@@ -58,7 +58,7 @@ async def test_an_accepted_enqueue_runs_nothing_of_the_app(
         a = await start(nursery, short_tmp, "alpha")
         b = await start(nursery, short_tmp, "beta", follow=False)
         with trio.fail_after(1):
-            await b.backend.wait_relay_change()  # the start itself
+            await b.backend.runner.wait_relay_change()  # the start itself
         touched: list[str] = []
 
         def record(name: str) -> Any:
@@ -66,13 +66,13 @@ async def test_an_accepted_enqueue_runs_nothing_of_the_app(
 
         monkeypatch.setattr(b.backend.agent, "set_toolbox", record("agent.set_toolbox"))
         monkeypatch.setattr(b.sink, "emit", record("sink.emit"))
-        monkeypatch.setattr(b.backend, "sync_relay", record("sync_relay"))
+        monkeypatch.setattr(b.backend.runner, "sync_relay", record("sync_relay"))
         with calls_from_the_listener() as called:
             assert await send(a, b, "do it") == "accepted"
         assert called == [] and touched == []
         assert b.backend.relay_status() == ("on", 1)  # stored: the spool knows
         with trio.fail_after(1):  # and the worker would be woken
-            await b.backend.wait_relay_change()
+            await b.backend.runner.wait_relay_change()
         assert touched == []
         nursery.cancel_scope.cancel()
 
@@ -90,10 +90,10 @@ async def test_the_check_sees_an_app_callable_run_by_the_listener(
 
         def chained() -> None:
             note()
-            b.backend.relay_waiting()  # an app callable, in the listener's stack
+            b.backend.runner.relay_runnable()  # an app callable, in the listener's stack
 
         monkeypatch.setattr(spool.changes, "note", chained)
         with calls_from_the_listener() as called:
             assert await send(a, b, "do it") == "accepted"
-        assert "zcoder.app.backend.AgentBackend.relay_waiting" in called
+        assert "zcoder.app.runner.TurnRunner.relay_runnable" in called
         nursery.cancel_scope.cancel()

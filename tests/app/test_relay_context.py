@@ -45,7 +45,7 @@ async def test_a_task_larger_than_the_window_is_settled_failed(
             async with receiver(nursery, short_tmp, fake.url + "/v1") as b:
                 assert await send(a, b, TASK) == "accepted"
                 mid = only_id(a)
-                assert await b.backend.run_relay_turn() is True
+                assert await b.backend.runner.run_relay_turn() is True
                 await reported(a, mid, "failed")
                 # Settled: not first in the queue again, not waiting for the model.
                 assert b.backend.relay_status() == ("on", 0) and os.listdir(b.inbox) == []
@@ -56,7 +56,7 @@ async def test_a_task_larger_than_the_window_is_settled_failed(
                 second = next(
                     m for m in a.backend.relay.outbox.outbox.entries() if m.message_id != mid
                 )
-                assert await b.backend.run_relay_turn() is True
+                assert await b.backend.runner.run_relay_turn() is True
                 await reported(a, second.message_id, "completed")
                 assert b.backend.relay_status() == ("on", 0)
                 nursery.cancel_scope.cancel()

@@ -101,7 +101,7 @@ async def test_an_enqueue_that_cannot_be_stored_is_answered_full_and_told_once(
         assert "cannot store the relayed message" in line and "No space left" in line
         monkeypatch.undo()
         assert await send(a, b, "stored now") == "accepted"
-        assert await b.backend.run_relay_turn()
+        assert await b.backend.runner.run_relay_turn()
         assert "\nstored now\n" in last_user_message(b.client)
 
 
@@ -127,11 +127,11 @@ async def test_escape_in_a_relayed_turn_with_a_full_disk_does_not_crash(
         assert [await send(a, b, m) for m in ("first", "second")] == ["accepted"] * 2
         fail_writes(monkeypatch)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(b.backend.run_relay_turn)
+            nursery.start_soon(b.backend.runner.run_relay_turn)
             await trio.testing.wait_all_tasks_blocked()
             assert b.backend.relay_status() == ("on", 1)
             b.backend.relay_control("pause")
-            assert b.backend.cancel_turn()
+            assert b.backend.runner.cancel_turn()
         assert b.backend.relay_status() == ("paused", 1)
         assert len(errors(b)) == 1 and "No space left" in errors(b)[0]
 
@@ -149,13 +149,13 @@ async def test_a_spool_directory_replaced_by_a_file(short_tmp: Path, damage: str
     async with pair(short_tmp) as (a, b):
         assert await send(a, b, "task") == "accepted"
         replace_with_file(spool_of(short_tmp) / damage)
-        assert await b.backend.run_relay_turn() is False  # no crash
+        assert await b.backend.runner.run_relay_turn() is False  # no crash
         (line,) = errors(b)
         assert line.startswith(f"Relay unavailable: the relay spool's {damage}/ is not our own")
         assert line.endswith("; 1 accepted message will not run")
         assert b.backend.relay_status() == ("unavailable", 0)  # nothing claims it any more
-        assert not b.backend.relay.available and not b.backend.relay_waiting()
-        assert await b.backend.run_relay_turn() is False  # and no spin
+        assert not b.backend.relay.available and not b.backend.runner.relay_runnable()
+        assert await b.backend.runner.run_relay_turn() is False  # and no spin
         assert b.client.requests == [] and len(errors(b)) == 1
         assert b.id not in [p.manifest.instance_id for p in await a.backend.relay.discover()]
 
@@ -168,7 +168,7 @@ async def test_a_directory_planted_in_processing_is_quarantined_and_the_task_sti
         spool = spool_of(short_tmp)
         (name,) = os.listdir(spool / "inbox")
         (spool / "processing" / name).mkdir()
-        assert await b.backend.run_relay_turn() is True
+        assert await b.backend.runner.run_relay_turn() is True
         assert "\ntask\n" in last_user_message(b.client)
         quarantined, failed = errors(b)
         assert quarantined == (
@@ -201,13 +201,13 @@ async def test_damage_while_a_relayed_turn_runs_is_survived_when_it_ends(
         b.client.replies = [[HANG]]
         assert [await send(a, b, m) for m in ("first", "second")] == ["accepted"] * 2
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(b.backend.run_relay_turn)
+            nursery.start_soon(b.backend.runner.run_relay_turn)
             await trio.testing.wait_all_tasks_blocked()
             for name in ("inbox", "processing", "done"):
                 replace_with_file(spool_of(short_tmp) / name)
-            assert b.backend.cancel_turn()
-        assert await b.backend.run_relay_turn() is False
-        assert not b.backend.relay.available and not b.backend.relay_waiting()
+            assert b.backend.runner.cancel_turn()
+        assert await b.backend.runner.run_relay_turn() is False
+        assert not b.backend.relay.available and not b.backend.runner.relay_runnable()
         assert len(errors(b)) == 1 and errors(b)[0].startswith("Relay unavailable: ")
 
 
@@ -218,8 +218,8 @@ async def test_a_relay_failure_leaves_accepted_messages_to_run(short_tmp: Path) 
         with pytest.raises(RelayUnavailable):
             await b.backend.relay.discover()
         assert b.backend.relay_status() == ("unavailable", 1)
-        assert b.backend.relay_waiting()
-        assert await b.backend.run_relay_turn()
+        assert b.backend.runner.relay_runnable()
+        assert await b.backend.runner.run_relay_turn()
         assert "\nkept\n" in last_user_message(b.client)
         assert b.backend.relay_status() == ("unavailable", 0)
 

@@ -12,6 +12,7 @@ import trio.testing
 
 from tests.agent.doubles import call, text, tools
 from tests.app.test_relay_app import Instance, last_user_message, send, start
+from zcoder.app.receipts import MessageRef
 from zcoder.app.schedule import EXCHANGE_BOUND
 from zcoder.config import RelaySettings
 from zcoder.errors import ZcoderError
@@ -21,8 +22,8 @@ class Receipts:
     def __init__(self) -> None:
         self.sent: list[tuple[str, str]] = []
 
-    def report(self, message_id: str, state: str, detail: str) -> None:
-        self.sent.append((message_id, state))
+    def send(self, message: MessageRef, state: str, detail: str = "", changed: str = "") -> None:
+        self.sent.append((message.message_id, state))
 
 
 def held_settings(root: Path) -> RelaySettings:
@@ -42,11 +43,11 @@ async def test_held_messages_wait_until_approved_and_keep_their_order(short_tmp:
         a = await start(nursery, short_tmp, "alpha")
         b = await start(nursery, short_tmp, "beta", relay=held_settings(short_tmp))
         receipts = Receipts()
-        b.backend.inbox.receipts = receipts
+        b.backend.relay.receipts.send = receipts.send  # type: ignore[method-assign]
         assert [await send(a, b, m) for m in ("first task", "second task")] == ["accepted"] * 2
         await settle()
-        assert not b.backend.relay_waiting()
-        assert await b.backend.run_relay_turn() is False  # held: never claimed
+        assert not b.backend.runner.relay_runnable()
+        assert await b.backend.runner.run_relay_turn() is False  # held: never claimed
         lines = b.backend.relay_control("inbox")
         assert lines[0] == "Relayed messages waiting (inbound policy: hold):"
         assert lines[1].startswith("  1. held   alpha (pid") and "verified" in lines[1]
@@ -57,10 +58,10 @@ async def test_held_messages_wait_until_approved_and_keep_their_order(short_tmp:
         assert b.backend.relay_control("approve 2") == [
             "Relayed message 2 approved: it runs in its turn."
         ]
-        assert b.backend.relay_waiting()
-        assert await b.backend.run_relay_turn() is True
+        assert b.backend.runner.relay_runnable()
+        assert await b.backend.runner.run_relay_turn() is True
         assert "second task" in last_user_message(b.client)
-        assert await b.backend.run_relay_turn() is False  # the first still waits for you
+        assert await b.backend.runner.run_relay_turn() is False  # the first still waits for you
         (line,) = b.backend.relay_control("inbox")[1:]
         assert "held" in line and "first task" in line
         nursery.cancel_scope.cancel()
@@ -71,7 +72,7 @@ async def test_a_denied_message_is_removed_never_runs_and_reports_denied(short_t
         a = await start(nursery, short_tmp, "alpha")
         b = await start(nursery, short_tmp, "beta", relay=held_settings(short_tmp))
         receipts = Receipts()
-        b.backend.inbox.receipts = receipts
+        b.backend.relay.receipts.send = receipts.send  # type: ignore[method-assign]
         assert await send(a, b, "drop the table") == "accepted"
         await settle()
         ((mid, _),) = receipts.sent
@@ -84,7 +85,7 @@ async def test_a_denied_message_is_removed_never_runs_and_reports_denied(short_t
         ]
         spool = b.backend.relay.service.spool if b.backend.relay.service else None
         assert spool is not None and spool.knows(mid)  # a retry is a duplicate
-        assert await b.backend.run_relay_turn() is False
+        assert await b.backend.runner.run_relay_turn() is False
         assert len(b.client.requests) == 0
         nursery.cancel_scope.cancel()
 
@@ -111,17 +112,17 @@ async def test_hold_and_accept_switch_at_run_time(short_tmp: Path) -> None:
         b = await start(nursery, short_tmp, "beta")
         assert await send(a, b, "queued before hold") == "accepted"
         await settle()
-        assert b.backend.relay_waiting()
+        assert b.backend.runner.relay_runnable()
         (said,) = b.backend.relay_control("hold")
         assert said.startswith("Relayed messages are held: 1 waiting")
-        assert not b.backend.relay_waiting()  # not yet started: it waits for you too
+        assert not b.backend.runner.relay_runnable()  # not yet started: it waits for you too
         (said,) = b.backend.relay_control("accept")
         assert said == "Relayed messages run in their turn again; 1 held still wait for " + (
             "/agents approve N."
         )
         assert await send(a, b, "after accept") == "accepted"
         await settle()
-        assert await b.backend.run_relay_turn() is True
+        assert await b.backend.runner.run_relay_turn() is True
         assert "after accept" in last_user_message(b.client)
         nursery.cancel_scope.cancel()
 
@@ -136,12 +137,12 @@ async def test_an_unverified_sender_is_held_even_when_accepting(short_tmp: Path)
         assert spool is not None
         assert spool.enqueue(envelope, verified=False)[0] == "accepted"
         await settle()
-        assert not b.backend.relay_waiting()
+        assert not b.backend.runner.relay_runnable()
         (line,) = b.backend.relay_control("inbox")[1:]
         assert "held" in line and "UNVERIFIED" in line
         assert any("peer credentials did not verify" in n for n in notices(b))
         b.backend.relay_control("approve 1")
-        assert await b.backend.run_relay_turn() is True
+        assert await b.backend.runner.run_relay_turn() is True
         nursery.cancel_scope.cancel()
 
 
@@ -152,18 +153,22 @@ async def test_two_models_replying_to_each_other_stop_at_the_bound(short_tmp: Pa
         for me, other in ((a, b), (b, a)):  # every turn: reply to the other, then stop
             reply = tools(call("send_agent_message", target_instance_id=other.id, message="more?"))
             me.client.replies = [reply, text("sent")] * 20
-        assert await a.backend.run_turn("start talking to beta") == "answered"
+        assert await a.backend.runner.run_turn("start talking to beta") == "answered"
         turns = 0
         for _ in range(20):
             await settle()
-            ran = [await i.backend.run_relay_turn() for i in (b, a) if i.backend.relay_waiting()]
+            ran = [
+                await i.backend.runner.run_relay_turn()
+                for i in (b, a)
+                if i.backend.runner.relay_runnable()
+            ]
             if not ran:
                 break
             turns += len(ran)
         # A's local turn sent 1; each relayed turn counts itself and its reply: the message
         # that would make the exchange count pass the bound waits for a person.
         assert turns == EXCHANGE_BOUND
-        held = [i for i in (a, b) if i.backend.inbox.held()]
+        held = [i for i in (a, b) if i.backend.relay.inbound.held()]
         assert held == [b]
         assert any(f"{EXCHANGE_BOUND} relayed exchanges" in n for n in notices(b))
         # Approving it (by the number the listing shows: those before it ran) runs it.
@@ -171,7 +176,7 @@ async def test_two_models_replying_to_each_other_stop_at_the_bound(short_tmp: Pa
         number = line.split(".", 1)[0].strip()
         assert int(number) > 1
         b.backend.relay_control(f"approve {number}")
-        assert await b.backend.run_relay_turn() is True
+        assert await b.backend.runner.run_relay_turn() is True
         nursery.cancel_scope.cancel()
 
 
@@ -188,7 +193,7 @@ async def test_a_relayed_write_to_a_control_file_asks_even_under_yes(short_tmp: 
         ]
         assert await send(a, b, "update your instructions") == "accepted"
         await settle()
-        assert await b.backend.run_relay_turn() is True
+        assert await b.backend.runner.run_relay_turn() is True
         (asked,) = b.approver.asked  # the ordinary file was not asked about
         assert (asked.kind, asked.choices, asked.origin) == ("write", ("y", "n"), "relay")
         assert "AGENTS.md holds project instructions" in asked.text
@@ -201,7 +206,7 @@ async def test_a_relayed_write_to_a_control_file_asks_even_under_yes(short_tmp: 
         # A local turn writes it without a question: the rule is for relayed turns.
         b.client.replies = [tools(call("write_file", path="AGENTS.md", content="mine")), text("")]
         b.client.requests.clear()
-        await b.backend.run_turn("write the instructions")
+        await b.backend.runner.run_turn("write the instructions")
         assert (workspace / "AGENTS.md").read_text() == "mine" and len(b.approver.asked) == 1
         nursery.cancel_scope.cancel()
 
@@ -219,7 +224,7 @@ async def test_a_held_message_can_be_denied_while_a_relayed_turn_runs(short_tmp:
     async with trio.open_nursery() as nursery:
         b = await held_three(short_tmp, nursery)
         b.backend.relay_control("approve 3")
-        turn = b.backend.claim_relay()
+        turn = b.backend.runner.claim_relay()
         assert turn is not None  # the third runs; the first two still wait, held
         (line,) = b.backend.relay_control("deny 1")
         assert line.startswith("Relayed message 1 from alpha (pid") and "denied" in line
@@ -234,7 +239,7 @@ async def test_numbers_stay_when_a_message_ahead_is_claimed(short_tmp: Path) -> 
     async with trio.open_nursery() as nursery:
         b = await held_three(short_tmp, nursery)
         b.backend.relay_control("approve 1")
-        turn = b.backend.claim_relay()
+        turn = b.backend.runner.claim_relay()
         assert turn is not None  # the first runs: the others keep 2 and 3
         lines = b.backend.relay_control("inbox")[1:]
         assert [line[:5] for line in lines] == ["  2. ", "  3. "]
@@ -254,11 +259,11 @@ async def test_numbers_stay_when_a_message_ahead_is_claimed(short_tmp: Path) -> 
 async def test_a_message_id_names_a_waiting_message(short_tmp: Path) -> None:
     async with trio.open_nursery() as nursery:
         b = await held_three(short_tmp, nursery)
-        third = b.backend.relay.inbox()[2].message_id
+        third = b.backend.relay.inbound.unrun()[2].message_id
         assert b.backend.relay_control(f"approve {third}") == [
             "Relayed message 3 approved: it runs in its turn."
         ]
-        assert await b.backend.run_relay_turn() is True
+        assert await b.backend.runner.run_relay_turn() is True
         assert "third task" in last_user_message(b.client)
         with pytest.raises(ZcoderError, match="relayed message 3 no longer waits"):
             b.backend.relay_control(f"deny {third}")

@@ -104,11 +104,11 @@ async def test_a_message_waits_while_the_server_is_down_and_runs_when_it_is_up(
         a = await sender(nursery, short_tmp)
         async with receiver(nursery, short_tmp, url) as b:
             assert await send(a, b, "rename users.name") == "accepted"
-            assert await b.backend.run_relay_turn() is True
+            assert await b.backend.runner.run_relay_turn() is True
             # Not consumed: first in the queue again, shown as waiting for the model.
             assert len(os.listdir(b.inbox)) == 1
             assert b.backend.relay_status() == ("on", 1)
-            assert b.backend.relay_waits_for_model() and not b.backend.relay_waiting()
+            assert b.backend.relay_waits_for_model() and not b.backend.runner.relay_runnable()
             assert [m.role for m in b.backend.agent.session.history] == []
             errors = [e.text for e in b.sink.entries() if e.role == "error"]
             assert len(errors) == 1 and "Ollama is not reachable" in errors[0]
@@ -117,14 +117,14 @@ async def test_a_message_waits_while_the_server_is_down_and_runs_when_it_is_up(
                 "it stays first in the queue and runs when the model answers again."
             )
             assert await send(a, b, "second") == "accepted"
-            assert await b.backend.check_model() != ""  # still down: still waiting
+            assert await b.backend.runner.check_model() != ""  # still down: still waiting
             assert b.backend.relay_waits_for_model()
             assert [u.task for u in b.backend.relay_unrun()] == ["rename users.name", "second"]
 
             with FakeOllama({"models": [MODEL]}, port=port) as fake:
-                assert await b.backend.check_model() == ""
-                assert b.backend.relay_waiting() and not b.backend.relay_waits_for_model()
-                assert await b.backend.run_relay_turn() is True
+                assert await b.backend.runner.check_model() == ""
+                assert b.backend.runner.relay_runnable() and not b.backend.relay_waits_for_model()
+                assert await b.backend.runner.run_relay_turn() is True
                 (request,) = relay_requests(fake)
                 assert "\nrename users.name\n" in request["messages"][-1]["content"]
                 # The failed attempt left no copy of the task in the history.
@@ -142,14 +142,14 @@ async def test_a_missing_model_holds_the_message_until_a_local_turn_reaches_the_
             a = await sender(nursery, short_tmp)
             async with receiver(nursery, short_tmp, fake.url) as b:
                 assert await send(a, b, "the task") == "accepted"
-                assert await b.backend.run_relay_turn() is True
+                assert await b.backend.runner.run_relay_turn() is True
                 assert fake.wait_for_outcomes(1) == ["model_not_found"]
                 assert b.backend.relay_waits_for_model()
                 assert b.backend.relay_status() == ("on", 1)
                 fake.set_script({"models": [MODEL], "responses": [{"chunks": [{"content": "ok"}]}]})
-                assert await b.backend.run_turn("hello") == "answered"
-                assert b.backend.relay_waiting()
-                assert await b.backend.run_relay_turn() is True
+                assert await b.backend.runner.run_turn("hello") == "answered"
+                assert b.backend.runner.relay_runnable()
+                assert await b.backend.runner.run_relay_turn() is True
                 refused, local, relayed = fake.requests
                 assert fake.wait_for_outcomes(3) == ["model_not_found", "complete", "complete"]
                 assert len(records(refused)) == 1 and records(local) == []  # not kept
@@ -167,7 +167,7 @@ async def test_a_turn_that_reached_the_model_is_consumed_even_if_it_failed(
             a = await sender(nursery, short_tmp)
             async with receiver(nursery, short_tmp, fake.url) as b:
                 assert await send(a, b, "the task") == "accepted"
-                assert await b.backend.run_relay_turn() is True
+                assert await b.backend.runner.run_relay_turn() is True
                 assert fake.wait_for_outcomes(1) == ["error_line"]
                 # At most once: the model may have acted on it, so it never runs again.
                 assert b.backend.relay_status() == ("on", 0) and os.listdir(b.inbox) == []

@@ -72,7 +72,7 @@ async def test_a_task_comes_back_started_then_completed_with_answer_and_paths(
             tools(call("run_command", command="true")),
             text("Renamed users.name to users.full_name.\nAll tests pass."),
         ]
-        assert await b.backend.run_relay_turn()
+        assert await b.backend.runner.run_relay_turn()
         await reported(a, mid, "completed")
         started, completed = receipts(a)
         who = f"beta (pid {os.getpid()})"
@@ -97,12 +97,13 @@ async def test_started_goes_out_only_once_the_turn_reached_the_model(short_tmp: 
         assert await send(a, b, "when the model is up") == "accepted"
         mid = only_id(a)
         b.client.replies = [ModelError("cannot connect to the model server")]
-        assert await b.backend.run_relay_turn()
+        assert await b.backend.runner.run_relay_turn()
         await b.backend.relay.receipts.flush(5.0)
         assert receipts(a) == [] and state_of(a, mid) == "accepted"  # it only waits
         assert b.backend.relay_status() == ("on", 1)  # first in the queue again
         b.client.replies = [text("done")]
-        assert await b.backend.run_relay_turn()
+        b.backend.relay.inbound.model_answered()  # as a check that finds the model up does
+        assert await b.backend.runner.run_relay_turn()
         await reported(a, mid, "completed")
         assert [e.meta["receipt"] for e in receipts(a)] == ["started", "completed"]
 
@@ -121,7 +122,7 @@ async def test_a_message_that_cannot_be_put_back_is_reported_dropped(
 
         monkeypatch.setattr(spool, "unclaim", unclaim)
         b.client.replies = [ModelError("cannot connect to the model server")]
-        assert await b.backend.run_relay_turn()
+        assert await b.backend.runner.run_relay_turn()
         await reported(a, mid, "dropped")
         assert "No space left on device" in receipts(a)[-1].meta["headline"]
         assert b.backend.relay_status() == ("on", 0)  # settled: it never runs twice
@@ -133,9 +134,9 @@ async def test_escape_on_the_receiver_gives_cancelled(short_tmp: Path) -> None:
         mid = only_id(a)
         b.client.replies = [[HANG]]
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(b.backend.run_relay_turn)
+            nursery.start_soon(b.backend.runner.run_relay_turn)
             await reported(a, mid, "started")
-            await until(b.backend.cancel_turn)
+            await until(b.backend.runner.cancel_turn)
         await reported(a, mid, "cancelled")
         headline = receipts(a)[-1].meta["headline"]
         assert headline.endswith("cancelled your message: stopped by the receiver's user")
@@ -160,7 +161,7 @@ async def test_on_the_way_out_intake_closes_before_the_list_and_no_claim_follows
         b.backend.relay_close_intake()
         assert await send(a, b, "too late") == "paused"  # not acked and then lost
         assert [u.task for u in b.backend.relay_unrun()] == ["in time"]
-        assert b.backend.claim_relay() is None and not b.backend.relay_waiting()
+        assert b.backend.runner.claim_relay() is None and not b.backend.runner.relay_runnable()
         assert await b.backend.relay_farewell()
         assert state_of(a, only_id(a)) == "dropped"
 
@@ -188,7 +189,7 @@ async def test_cancel_withdraws_a_queued_message_and_is_too_late_for_a_running_o
         first, second = (s.message_id for s in a.backend.relay.outbox.outbox.entries())
         b.client.replies = [[HANG]]
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(b.backend.run_relay_turn)
+            nursery.start_soon(b.backend.runner.run_relay_turn)
             await reported(a, first, "started")
             line = await a.backend.relay_cancel("2")  # its number in /agents sent
             assert line.startswith(f"Withdrawn: beta (pid {os.getpid()}) removed message {second}")
@@ -200,7 +201,7 @@ async def test_cancel_withdraws_a_queued_message_and_is_too_late_for_a_running_o
                 await a.backend.relay_cancel(second)
             with pytest.raises(CommandError, match="no message 'nope'"):
                 await a.backend.relay_cancel("nope")
-            b.backend.cancel_turn()
+            b.backend.runner.cancel_turn()
         withdrawn = [e for e in b.sink.entries() if "withdrawn by its sender" in e.text]
         assert len(withdrawn) == 1
 
@@ -326,7 +327,7 @@ async def test_a_received_receipt_touches_neither_the_session_nor_the_ui_in_the_
         outside = [c for c in called if not c.startswith("zcoder.app.relay_outbox.")]
         assert outside == [], outside
         assert len(a.backend.agent.session.events) == events_before  # not yet recorded
-        a.backend.sync_relay()  # what the worker does once it wakes
+        a.backend.runner.sync_relay()  # what the worker does once it wakes
         assert receipts(a)[-1].meta["receipt"] == "completed"
         assert len(a.backend.agent.session.events) == events_before + 1
         nursery.cancel_scope.cancel()

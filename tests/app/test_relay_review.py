@@ -22,12 +22,12 @@ async def test_a_receipt_that_cannot_be_written_neither_crashes_nor_runs_again(
         os.rmdir(done)
         done.write_bytes(b"")  # not a directory: the receipt cannot be created (even as root)
         b.client.replies = [text("did it")]
-        assert await b.backend.run_relay_turn() is True
+        assert await b.backend.runner.run_relay_turn() is True
         # Settled all the same: nothing waits, nothing runs twice, no spin on a ghost; a
         # done/ that is not a directory is damage, so the relay goes, told once.
         assert b.backend.relay_status() == ("unavailable", 0)
-        assert not b.backend.relay_waiting()
-        assert await b.backend.run_relay_turn() is False
+        assert not b.backend.runner.relay_runnable()
+        assert await b.backend.runner.run_relay_turn() is False
         assert len(b.client.requests) == 1
         errors = b.errors()
         assert len(errors) == 1
@@ -41,12 +41,12 @@ async def test_an_outer_cancel_mid_relayed_turn_settles_it_and_leaves_a_valid_hi
         assert await send(a, b, "long task") == "accepted"
         b.client.replies = [[HANG]]
         async with trio.open_nursery() as nursery:  # the app exiting mid-turn
-            nursery.start_soon(b.backend.run_relay_turn)
+            nursery.start_soon(b.backend.runner.run_relay_turn)
             await trio.testing.wait_all_tasks_blocked()
             assert len(b.client.requests) == 1
             nursery.cancel_scope.cancel()
         assert b.backend.relay_status() == ("on", 0)
-        assert await b.backend.run_relay_turn() is False
+        assert await b.backend.runner.run_relay_turn() is False
         history = b.backend.agent.session.history
         assert [m.role for m in history] == ["user", "assistant"]
         assert history[-1].content == STOP_MARKER

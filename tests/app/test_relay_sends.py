@@ -31,7 +31,7 @@ async def model_sends(a: Instance, *calls: tuple[str, str]) -> None:
     steps = [tools(call(SEND, target_instance_id=t, message=m)) for t, m in calls]
     a.client.replies = [*steps, text("done")]
     a.client.requests.clear()  # the script is indexed by the request count
-    assert await a.backend.run_turn("tell the others") == "answered"
+    assert await a.backend.runner.run_turn("tell the others") == "answered"
 
 
 async def test_a_paused_receiver_s_refusal_is_shown_and_told_as_not_delivered(
@@ -105,10 +105,10 @@ async def test_the_question_shows_the_state_a_fresh_ping_found(short_tmp: Path) 
         b.backend.relay_control("resume")
         b.client.replies = [[HANG]]
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(b.backend.run_turn, "a long local task")
+            nursery.start_soon(b.backend.runner.run_turn, "a long local task")
             await trio.testing.wait_all_tasks_blocked()
             await model_sends(a, (b.id, "while busy"))
-            b.backend.cancel_turn()
+            b.backend.runner.cancel_turn()
         paused, busy = (asked.target for asked in a.approver.asked)
         where = f"beta (pid {os.getpid()}, {short_tmp / 'beta'}) · {b.id}"
         assert paused == f"{where} · paused: it will refuse the message unless it is resumed first"

@@ -23,6 +23,7 @@ from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError, ZcoderError
 from zcoder.live import Entry, LiveEvent, StateChange, TextDelta, TurnSink
 from zcoder.session_data import SessionSummary
+from zcoder.ui.agents_text import RUNS_AGAIN, stopped_notice
 from zcoder.ui.approval import ApprovalLine
 from zcoder.ui.backend import SessionRow, Unrun
 from zcoder.ui.controller import Controller
@@ -51,7 +52,8 @@ class FakeBackend:
         self.paused = False
         self.relay_gate: trio.Event | None = None
         self.model_down = False  # relayed turns fail before reaching the model
-        self.held = False
+        self.waits_model = False  # one did: relayed work waits for the model
+        self.stopped = False  # Escape stopped a relayed turn
         self.checks = 0
         self.sink: TurnSink | None = None
         self._relay_change = trio.Event()
@@ -88,7 +90,7 @@ class FakeBackend:
         self.checks += 1
         if self.model_down:
             return "Ollama is not reachable"
-        self.held = False
+        self.waits_model = False
         return self.check_problem
 
     async def warmup(self) -> str:
@@ -124,8 +126,15 @@ class FakeBackend:
         self.session_id, self.session_title = "s2", "older work"
         return [TranscriptEvent("user", "old question"), TranscriptEvent("assistant", "old answer")]
 
-    def relay_waiting(self) -> bool:
-        return bool(self.relayed) and not self.paused and not self.held
+    def relay_runnable(self) -> bool:
+        return bool(self.relayed) and not (self.paused or self.waits_model or self.stopped)
+
+    def stop_relay(self) -> str:
+        self.stopped = bool(self.relayed)
+        return stopped_notice(len(self.relayed)) if self.relayed else ""
+
+    def relay_stopped(self) -> bool:
+        return self.stopped
 
     def changed(self) -> None:
         """As the relay does on an accepted message: the worker looks again."""
@@ -144,7 +153,7 @@ class FakeBackend:
         return RelayTurn("peer", self.run_relay_turn)
 
     def relay_waits_for_model(self) -> bool:
-        return self.held and bool(self.relayed)
+        return self.waits_model and bool(self.relayed)
 
     def context_percent(self) -> int | None:
         return None
@@ -168,9 +177,9 @@ class FakeBackend:
     async def run_relay_turn(self) -> bool:
         if not self.relayed:
             return False
-        if self.model_down:  # like the real one: back first in the queue, held
+        if self.model_down:  # like the real one: back first in the queue, waiting
             self.turns.append(f"unreached: {self.relayed[0]}")
-            self.held = True
+            self.waits_model = True
             return True
         text = self.relayed.pop(0)
         self.turns.append(f"relay: {text}")
@@ -200,6 +209,9 @@ class FakeBackend:
             self.paused = True
             return ["Relay paused."]
         if action == "resume":
+            was, self.stopped = self.stopped, False
+            if was and not self.paused:
+                return [RUNS_AGAIN]
             self.paused = False
             return ["Relay resumed."]
         raise ZcoderError("the relay is not running in this instance")
@@ -542,15 +554,15 @@ def test_escape_on_a_relayed_turn_holds_the_waiting_relayed_messages() -> None:
         status = to_plain_text(render_status(h.terminal.status, 120))
         assert "relayed from peer" in status and "New session" not in status
         h.keys("\x1b")
-        await h.until(lambda: h.worker.held and not h.controller.turn_active)
-        # Held, not paused: the relay still accepts (and acknowledges) new messages.
+        await h.until(lambda: h.backend.stopped and not h.controller.turn_active)
+        # Stopped, not paused: the relay still accepts (and acknowledges) new messages.
         assert not h.backend.paused
         assert h.backend.turns == ["relay: first"] and h.backend.relayed == ["second"]
-        await h.until(lambda: h.terminal.status.relay_hold)
-        assert "(1 waiting, held)" in to_plain_text(render_status(h.terminal.status, 120))
-        h.backend.relayed.append("third")  # accepted meanwhile: held too
+        await h.until(lambda: h.terminal.status.relay_stopped)
+        assert "(1 waiting, stopped)" in to_plain_text(render_status(h.terminal.status, 120))
+        h.backend.relayed.append("third")  # accepted meanwhile: waits too
         h.backend.changed()
-        h.keys("local\r")  # local prompts still run while relayed work is held
+        h.keys("local\r")  # local prompts still run while relayed work is stopped
         await h.until(lambda: h.backend.turns == ["relay: first", "local"])
         h.backend.gate.set()
         await h.until(lambda: h.turns_ended == 2)
@@ -558,10 +570,10 @@ def test_escape_on_a_relayed_turn_holds_the_waiting_relayed_messages() -> None:
         h.backend.relay_gate = None
         h.keys("/agents resume\r")
         await h.until(lambda: h.backend.turns[-2:] == ["relay: second", "relay: third"])
-        assert not h.worker.held
+        assert not h.backend.stopped
 
     h = run(body, backend, warmup=False)
-    notice = "Relayed work held: 1 more relayed message waits; /agents resume runs it (new"
+    notice = "Relayed work stopped: 1 more relayed message waits; /agents resume runs it (new"
     assert notice in flat(h.output)
     # Said after the stopped turn's own lines, not in the middle of them.
     assert h.output.index("Relayed turn stopped.") < flat(h.output).index(notice)
@@ -613,7 +625,7 @@ def test_a_relayed_message_that_did_not_reach_the_model_waits_and_runs_later() -
     async def body(h: Harness) -> None:
         h.backend.changed()
         await h.until(lambda: h.backend.turns == ["unreached: from a peer"])
-        await h.until(lambda: h.terminal.status.relay_held)
+        await h.until(lambda: h.terminal.status.relay_waits_model)
         assert h.terminal.status.relay_queued == 1
         status = to_plain_text(render_status(h.terminal.status, 120))
         assert "relay on (1 waiting for the model)" in status
@@ -626,7 +638,7 @@ def test_a_relayed_message_that_did_not_reach_the_model_waits_and_runs_later() -
         await h.until(lambda: h.backend.turns[-1] == "relay: from a peer")
         await h.until(lambda: not h.controller.turn_active)
         await h.until(lambda: h.terminal.status.relay_queued == 0)
-        assert not h.terminal.status.relay_held
+        assert not h.terminal.status.relay_waits_model
 
     run(body, backend, warmup=False, model_retry=(0.01, 0.02))
 

@@ -7,7 +7,7 @@ import trio
 
 from tests.ui.test_controller import FakeBackend, Harness, run
 from zcoder.live import StateChange
-from zcoder.ui.events import WarmUp
+from zcoder.ui.events import WarmUpRequest
 
 
 class FailingBackend(FakeBackend):
@@ -55,7 +55,7 @@ def test_a_failed_warm_up_shows_the_server_unavailable_until_one_succeeds() -> N
         h.keys("/help\r")
         await h.until(lambda: "Commands:" in h.output)
         assert h.terminal.status.state == "offline"
-        h.controller.intend(WarmUp())  # as after /model: this time the server answers
+        h.controller.intend(WarmUpRequest())  # as after /model: this time the server answers
         await h.until(lambda: h.terminal.status.warmup == "warm")
         assert h.terminal.status.state == "ready"
 

@@ -205,7 +205,7 @@ async def _trio_main(
             sink=_ChannelSink(events_send),
         )
         terminal.status.model = backend.model
-        worker = TurnWorker(backend, intents, events_send, warmup=config.warmup)
+        worker = TurnWorker(backend.runner, intents, events_send, warmup=config.warmup)
         controller = Controller(terminal, backend, keys, intents_send, events)
         try:
             await _run_root(config, backend, terminal, worker, controller, state, choice)

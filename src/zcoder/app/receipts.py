@@ -46,7 +46,7 @@ from zcoder.relay.receipt_states import (
 __all__ = [
     "COMMANDS_NOTE",
     "ChangeRecorder",
-    "Origin",
+    "MessageRef",
     "ReceiptSender",
     "final_state",
     "shorten_detail",
@@ -122,7 +122,7 @@ class ChangeRecorder:
         return text[:MAX_CHANGED_CHARS]
 
 
-class Origin(Protocol):
+class MessageRef(Protocol):
     """What a receipt needs of the message it reports on: an ``Enqueue``, or the ``Cancel``
     that withdrew it (both name the message and its sender)."""
 
@@ -137,15 +137,8 @@ class Origin(Protocol):
 
 
 @attrs.frozen
-class _Named:
-    message_id: str
-    sender_instance_id: str
-    sender_pid: int
-
-
-@attrs.frozen
 class _Job:
-    message: Origin
+    message: MessageRef
     receipt: Receipt
 
 
@@ -186,7 +179,7 @@ class ReceiptSender:
         (what ``flush`` waits for). Asked from a task of the same nursery."""
         return self._alive and trio.current_effective_deadline() != -math.inf
 
-    def send(self, message: Origin, state: str, detail: str = "", changed: str = "") -> None:
+    def send(self, message: MessageRef, state: str, detail: str = "", changed: str = "") -> None:
         """Report ``state`` of ``message`` to its sender; never blocks, never raises for a
         receipt it cannot send (logged and dropped). ``ValueError`` for an unknown state."""
         if state not in RECEIPT_STATES:
@@ -216,19 +209,6 @@ class ReceiptSender:
         self.stats.queued += 1
         self._pending += 1
         self._idle = trio.Event()
-
-    def report(self, message_id: str, state: str, detail: str) -> None:
-        """``send`` by message id alone (the inbox's ``ReceiptSink``: ``held``, ``denied``).
-        Exact: every accepted id begins with ``<pid>-<nonce>-`` of its sender, and a nonce
-        holds no dash. An id of another form is not reported."""
-        pid, _, rest = message_id.partition("-")
-        nonce, dash, _ = rest.partition("-")
-        if not (pid.isdigit() and nonce and dash):
-            return
-        try:
-            self.send(_Named(message_id, f"{pid}-{nonce}", int(pid)), state, detail)
-        except ValueError as exc:
-            _log.info("relay receipt for %s not sent: %s", message_id, exc)
 
     async def run(self) -> None:
         """Deliver the queued receipts, in order, until cancelled."""
@@ -279,7 +259,7 @@ class ReceiptSender:
                 _log.info("relay receipt to %s answered %s", target, ack.status)
             return
 
-    def _socket_of(self, message: Origin) -> Path:
+    def _socket_of(self, message: MessageRef) -> Path:
         relay_dir = self._relay_dir()
         if relay_dir is None:
             raise RelayError("the relay directory is not known")

@@ -24,28 +24,45 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
 import trio
 
-from zcoder.app.inbox import Waiting, read_waiting
+from zcoder.app.inbound import (
+    INBOX_ACTIONS,
+    Effect,
+    Inbound,
+    PutBack,
+    Remove,
+    Say,
+    Settle,
+    Tell,
+    sender_label,
+)
 from zcoder.app.receipts import ReceiptSender
 from zcoder.app.relay_labels import TargetNames
 from zcoder.app.relay_outbox import RelayOutbox
-from zcoder.app.relay_unrun import read_unrun
 from zcoder.config import Config
 from zcoder.errors import CommandError, RelayError, RelayUnavailable
 from zcoder.relay import client
-from zcoder.relay.envelope import Ack, Limits
+from zcoder.relay.envelope import Ack, Enqueue
 from zcoder.relay.listing import peer_table
 from zcoder.relay.registry import Peer
 from zcoder.relay.service import RelayService
-from zcoder.relay.spool import Claimed, Spool, SpoolFault
+from zcoder.relay.spool import Arrived, Claimed, Spool, SpoolFault
 from zcoder.tools.base import Tool
 from zcoder.tools.relay_tools import check_send, message_status_tool, relay_tools
-from zcoder.ui.agents_text import OFF_REASON, AgentsView, not_listed, unavailable_line
+from zcoder.ui.agents_text import (
+    INBOX_HELP,
+    OFF_REASON,
+    RUNS_AGAIN,
+    AgentsView,
+    agents_lines,
+    not_listed,
+    unavailable_line,
+)
 from zcoder.ui.backend import Unrun
 from zcoder.visible import escape_controls
 
@@ -70,8 +87,10 @@ class RelayLink:
         self.service: RelayService | None = None  # read by tests; the app asks this object
         self._reason = _off_reason(config)
         self._names = TargetNames()
-        self._running: Claimed | None = None
-        self._claimed_from: Spool | None = None
+        # Every accepted message's state; the spool only stores them.
+        self.inbound = Inbound(config.relay.inbound)
+        self._claimed_from: Spool | None = None  # settled there even if found damaged since
+        self._unshown: list[Say] = []  # caused by news taken in for a query, shown next
         self._started = trio.Event()  # the service exists: its changes can be awaited
         self._seen = 0  # the count of the service's changes at the last wake-up
         self._told = False  # the failure was shown
@@ -87,8 +106,6 @@ class RelayLink:
             spool=lambda: self.service.spool if self.service is not None else None,
         )
         self._tools = [*relay_tools(self), message_status_tool(self.outbox.status_text)]
-        # Told the target of each message a receiver accepted (the exchange count).
-        self.on_sent: Callable[[str], object] | None = None
 
     # -- start ----------------------------------------------------------------------------
 
@@ -128,7 +145,7 @@ class RelayLink:
         assert self.service is not None
         self._seen = await self.service.changes.wait(self._seen)
 
-    def sync(self) -> list[str]:
+    def sync(self) -> list[Say]:
         """After a change: offer the relay tools exactly while the relay is available, and
         return the lines to show the user as errors, each once: the relay's failure after
         its start (``Relay unavailable: <reason>``), quarantined entries, storage faults."""
@@ -136,11 +153,52 @@ class RelayLink:
         service = self.service
         if service is None:
             return []
-        lines = service.health.take_problems()
+        lines = [Say(line, "error") for line in service.health.take_problems()]
         if service.health.problem and not self._told:
             self._told = True
-            lines.append(unavailable_line(service.health.problem))
-        return lines
+            lines.append(Say(unavailable_line(service.health.problem), "error"))
+        self.inbound.changed()
+        return lines + self._take_news()
+
+    def _catch_up(self) -> None:
+        """Tell the machine what entered and left the spool since the last look: O(1) per
+        message, the spool's own log (never a read of the inbox). What that causes (a
+        held message is told to its sender) happens now; its lines wait for the next
+        ``_take_news``, so that a query returns no lines and loses none."""
+        spool = self.service.spool if self.service is not None else None
+        if spool is None:
+            return
+        effects: list[Effect] = []
+        for news in spool.take_news():
+            if isinstance(news, Arrived):
+                effects += self.inbound.arrived(news)
+            else:
+                self.inbound.left(news.message_id)
+        self._unshown += self.perform(effects)
+
+    def _take_news(self) -> list[Say]:
+        """``_catch_up``, and every line it caused not yet shown."""
+        self._catch_up()
+        shown, self._unshown = self._unshown, []
+        return shown
+
+    def perform(self, effects: list[Effect]) -> list[Say]:
+        """Carry out what the machine decided: receipts go out, spool operations are
+        done; the lines to show are returned."""
+        shown: list[Say] = []
+        for effect in effects:
+            if isinstance(effect, Say):
+                shown.append(effect)
+            elif isinstance(effect, Tell):
+                m = effect
+                self.receipts.send(m.message, m.state, m.detail, m.changed)
+            elif isinstance(effect, Settle):
+                self._settle(effect.claimed)
+            elif isinstance(effect, PutBack):
+                shown += self.perform(self.inbound.put_back(self._put_back(effect.claimed)))
+            elif isinstance(effect, Remove):  # pragma: no cover - ``control`` performs it
+                raise ValueError("a removal is performed by the /agents deny command")
+        return shown
 
     def _spool_call(self, action: str, call: Callable[[], object]) -> bool:
         """Run one spool operation; ``False`` if it failed, which is handed to the service
@@ -183,18 +241,18 @@ class RelayLink:
         if self.service is None:
             return ("off" if self.off else "unavailable"), 0
         status = self.service.status()
-        waiting = max(status.queued - (self._running is not None), 0)
+        waiting = max(status.queued - (self.inbound.running is not None), 0)
         if not status.available:
             return "unavailable", waiting
         return ("paused" if status.paused else "on"), waiting
 
-    def waiting(self) -> bool:
-        """A message waits and the foreground may take it (not paused, none running; also
-        after a failure of the relay that left the spool intact)."""
+    def runnable(self) -> bool:
+        """A message may be claimed now: the machine has one (``Inbound.runnable``) and
+        the spool is there and not paused (also after a failure of the relay that left
+        the spool intact)."""
+        self._catch_up()
         spool = self._spool()
-        if spool is None or spool.paused or self._running is not None:
-            return False
-        return self.status()[1] > 0
+        return spool is not None and not spool.paused and self.inbound.runnable()
 
     def refresh(self, **fields: str) -> None:
         if self.service is not None:
@@ -204,51 +262,62 @@ class RelayLink:
     def config(self) -> Config:
         return self._config
 
-    @property
-    def running(self) -> Claimed | None:
-        """The relayed message whose turn runs now, if any."""
-        return self._running
-
     # -- the worker's claims --------------------------------------------------------------
 
-    def claim(self, skip: Container[str] = ()) -> tuple[Claimed | None, list[str]]:
-        """The oldest waiting message not in ``skip`` (held ones), or ``None``, and the
-        quarantine reports to show (those that ``sync`` has not already returned). A claim
-        that fails makes the relay fail and ends the claims: retrying would only fail again."""
+    def claim(self) -> tuple[Claimed | None, list[Say]]:
+        """Claim the oldest message the machine lets run (the held ones are skipped), and
+        the lines to show (quarantine reports). A claim that fails makes the relay fail
+        and ends the claims: retrying would only fail again."""
+        shown = self._take_news()  # a message stored since the last sync is decided first
         spool = self._spool()
-        if spool is None or spool.paused or self._running is not None:
-            return None, []
+        if spool is None or spool.paused or not self.inbound.runnable():
+            return None, shown
+        found: list[Claimed] = []
 
         def claim() -> None:
             try:
-                self._running = spool.claim(skip)
+                claimed = spool.claim(self.inbound.skip())
             except SpoolFault as fault:
                 raise SpoolFault(str(fault), damaged=True) from None
+            if claimed is not None:
+                found.append(claimed)
 
-        self._claimed_from = spool
-        if not self._spool_call("claim a message", claim):
-            self._running = None
-        if self._running is not None:  # a reply's question can name its target
-            self._names.remember_sender(self._running.envelope)
-        problems = spool.take_problems()
-        return self._running, problems
+        self._spool_call("claim a message", claim)
+        claimed = found[0] if found else None
+        self._claimed_from = spool if claimed is not None else None
+        shown += self._take_news()  # what the claim found gone or quarantined
+        self.inbound.claimed(claimed)
+        if claimed is not None:  # a reply's question can name its target
+            self._names.remember_sender(claimed.envelope)
+        return claimed, shown + [Say(p, "error") for p in spool.take_problems()]
 
-    def complete(self, claimed: Claimed) -> str:
-        """Settle the message whatever the turn's outcome (at most once), in the spool it
-        was claimed from (also one found damaged meanwhile). Always ``""``: a receipt that
-        cannot be written (it is settled all the same) is returned by the next ``sync``."""
-        self._running = None
+    def _settle(self, claimed: Claimed) -> None:
+        """Settle the message (at most once), in the spool it was claimed from (also one
+        found damaged meanwhile). A receipt that cannot be written (it is settled all
+        the same) is a problem the next ``sync`` returns."""
         spool, self._claimed_from = self._claimed_from, None
         if spool is not None:
             self._spool_call("settle a message", lambda: spool.complete(claimed))
+
+    def _put_back(self, claimed: Claimed) -> str:
+        """Put back, first in the queue, a message whose turn never reached the model;
+        ``""``, or why it could not be put back (the machine then settles it)."""
+        spool = self._spool()
+        try:
+            if spool is not None:
+                spool.unclaim(claimed)
+        except (RelayError, OSError) as exc:
+            _log.warning("relay: %s", exc)
+            return str(exc)
+        self._claimed_from = None
         return ""
 
-    def discard(self, message_id: str) -> bool:
+    def _remove(self, message_id: str) -> bool:
         """Settle a waiting message without running it (a held message the user denied):
         claimed and settled at once, so a retry of it stays a duplicate. ``False`` when it
         no longer waits (it ran, or it is gone) or the spool refused (a fault, handed on).
         Also while a relayed turn runs: the claim skips every other message, the running
-        one (already in ``processing/``) included, and this does not touch ``running``."""
+        one (already in ``processing/``) included."""
         spool = self._spool()
         if spool is None:
             return False
@@ -263,48 +332,58 @@ class RelayLink:
         self._spool_call("remove a message", take)  # the spool notes the change itself
         return bool(found)
 
-    def release(self, claimed: Claimed) -> str:
-        """Put back, first in the queue, a message whose turn never reached the model (so
-        nothing of it ran); ``""``, or the problem to show when it could not be put back:
-        then it is settled as by ``complete`` (never run twice), its sender gets ``dropped``
-        with the problem and the problem says so."""
-        self._running = None
-        spool = self._spool()
-        try:
-            if spool is not None:
-                spool.unclaim(claimed)
-        except (RelayError, OSError) as exc:
-            _log.warning("relay: %s", exc)
-            settled = self.complete(claimed)
-            self.receipts.send(claimed.envelope, "dropped", f"it could not be put back: {exc}")
-            return f"{exc}; it was dropped" + (f" ({settled})" if settled else "")
-        return ""
-
     def unrun(self) -> list[Unrun]:
         """The accepted messages that have not run (not the running one), oldest first."""
-        return read_unrun(self._spool(), self._limits())
+        self._catch_up()
+        return [Unrun(e.message_id, sender_label(e), e.body) for e in self.inbound.unrun()]
 
-    def inbox(self) -> list[Waiting]:
-        """The messages waiting in the spool's inbox, oldest first (what ``Inbox`` decides
-        to hold); ``[]`` without a spool to claim from."""
-        return read_waiting(self._spool(), self._limits())
+    def unsettled(self) -> list[Enqueue]:
+        """What leaving drops: the running message, then the waiting ones, oldest first."""
+        self._catch_up()
+        running = self.inbound.running
+        first = [running.envelope] if running is not None else []
+        return [*first, *self.inbound.unrun()]
 
     def _spool(self) -> Spool | None:
         """The spool to claim from (``RelayService.spool``), else ``None``."""
         return self.service.spool if self.service is not None else None
 
-    def _limits(self) -> Limits:
-        settings = self._config.relay
-        return Limits(max_bytes=settings.max_bytes, max_message_chars=settings.max_message_chars)
+    @property
+    def started(self) -> bool:
+        return self.service is not None
+
+    def close_intake(self) -> None:
+        """On the way out, first: accept no more messages (the listener answers
+        ``paused``) and claim none (a claim needs an unpaused spool). Never raises: a
+        ``state`` file that cannot be written is a fault of the relay's, the switch holds
+        in memory."""
+        if self.service is not None:
+            self.service.pause()
+
+    def sending_from(self) -> tuple[str, Path]:
+        """This instance's id and the checked relay directory, to send from;
+        ``RelayUnavailable`` while the relay is not running."""
+        service = self.service
+        if service is None or not self.available:
+            raise RelayUnavailable(f"the relay is not running in this instance: {self.reason}")
+        return service.instance_id, service.health.check_dir()
 
     # -- /agents and /list-agents ---------------------------------------------------------
 
-    def control(self, action: str) -> AgentsView:
-        """``""`` only reports, ``pause``/``resume`` switch; what the relay is afterwards
-        (``ui.agents_text.agents_lines`` words it). ``ZcoderError`` for an unknown action
-        or a switch while the relay is not running."""
+    def control(self, action: str) -> tuple[list[str], list[Say]]:
+        """``/agents [ACTION]``: ``""`` reports, ``pause``/``resume`` switch the relay (a
+        resume also ends an Escape stop), ``hold``/``accept``/``inbox``/``approve N``/
+        ``deny N`` are the inbound policy's. The lines to show, and the notices the action
+        caused; ``ZcoderError`` for a bad action or a switch while the relay is not running."""
+        verb, _, arg = action.partition(" ")
+        arg = arg.strip()
+        if verb in INBOX_ACTIONS:
+            return self._inbox_control(verb, arg)
         if action not in ("", "pause", "resume"):
             raise CommandError(f"unknown /agents action {action!r}: use pause or resume")
+        shown = self._take_news()
+        if action == "resume" and self.inbound.go_on() and self.status()[0] != "paused":
+            return [RUNS_AGAIN], shown  # only stopped: nothing to switch in the relay
         service = self.service
         if action and (service is None or not self.available):
             raise RelayUnavailable(f"the relay is not running in this instance: {self.reason}")
@@ -312,7 +391,28 @@ class RelayLink:
             service.pause()
         if service is not None and action == "resume":
             service.resume()
-        return self._view()
+        lines = agents_lines(action, self._view())
+        return ([*lines, *INBOX_HELP] if not action and len(lines) > 1 else lines), shown
+
+    def _inbox_control(self, verb: str, arg: str) -> tuple[list[str], list[Say]]:
+        if verb in ("hold", "accept", "inbox") and arg:
+            raise CommandError(f"/agents {verb} takes no argument")
+        shown = self._take_news()
+        if verb == "inbox":
+            return self.inbound.lines(), shown
+        if verb in ("hold", "accept"):
+            lines, effects = self.inbound.set_mode(verb)
+        elif verb == "approve":
+            lines, effects = self.inbound.approve(arg), []
+        else:
+            removal = self.inbound.deny(arg)
+            if not self._remove(removal.message_id):
+                number = self.inbound.number(removal.message_id)
+                raise CommandError(
+                    f"relayed message {number} could not be removed: it no longer waits"
+                )
+            lines, effects = self.inbound.removed(removal.message_id)
+        return lines, shown + self.perform(effects)
 
     def _view(self) -> AgentsView:
         state, waiting = self.status()
@@ -325,7 +425,7 @@ class RelayLink:
             pid=os.getpid(),
             relay_dir=service.health.relay_dir,
             waiting=waiting,
-            running=self._running is not None,
+            running=self.inbound.running is not None,
         )
 
     async def list_lines(self) -> list[str]:
@@ -378,8 +478,8 @@ class RelayLink:
             io_timeout=settings.io_timeout,
             max_bytes=settings.max_bytes,
         )
-        if ack.status == "accepted" and self.on_sent is not None:
-            self.on_sent(peer.manifest.instance_id)
+        if ack.status == "accepted":
+            self.inbound.sent_to(peer.manifest.instance_id)
         m = peer.manifest
         self.outbox.record(envelope, ack, f"{escape_controls(m.project)} (pid {m.pid})")
         return ack

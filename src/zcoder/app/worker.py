@@ -7,8 +7,10 @@ sends it intents over a memory channel and renders the events it sends back; the
 reaches it only through ``wait_relay_change`` (the listener sets a flag, nothing more).
 
 Escape stops the turn and hands the queued local items back to the input; on a relayed
-turn it also *holds* relayed work: the relay still accepts and acknowledges new messages,
+turn it also *stops* relayed work: the relay still accepts and acknowledges new messages,
 but none is claimed until ``/agents resume``. Refusing new messages is ``/agents pause``.
+What may be claimed is the relay's ``Inbound`` machine's to say (``relay_runnable``); the
+worker keeps no relay state.
 
 A relayed message whose turn could not reach the model waits first in the queue; the
 worker then checks the server again with a growing pause (``model_retry``: first and
@@ -27,7 +29,6 @@ import trio
 
 from zcoder.app.schedule import QueueState, next_work
 from zcoder.errors import ZcoderError
-from zcoder.ui.agents_text import RUNS_AGAIN, held_notice
 from zcoder.ui.events import (
     CancelTurn,
     Command,
@@ -37,14 +38,14 @@ from zcoder.ui.events import (
     Queued,
     Refresh,
     RelayControl,
-    RelayHold,
+    RelayStopped,
     Returned,
     RunCommand,
     ServerState,
     TurnBegan,
     TurnEnded,
-    WarmUp,
-    Warmup,
+    WarmUpRequest,
+    WarmUpState,
     WorkerEvent,
 )
 
@@ -72,9 +73,10 @@ class WorkBackend(Protocol):
     async def check_model(self) -> str: ...
     async def warmup(self) -> str: ...
     def claim_relay(self) -> RelayTurn | None: ...
-    def relay_waiting(self) -> bool: ...
+    def relay_runnable(self) -> bool: ...
     def relay_waits_for_model(self) -> bool: ...
-    def relay_status(self) -> tuple[str, int]: ...
+    def stop_relay(self) -> str: ...
+    def relay_stopped(self) -> bool: ...
     def relay_control(self, action: str) -> list[str]: ...
     async def wait_relay_change(self) -> None: ...
     def sync_relay(self) -> None: ...
@@ -102,16 +104,10 @@ class TurnWorker:
         self._wake = trio.Event()
         self._last_was_relay = False
         self._turn: str | None = None  # None, "local" or "relay"
-        self._held = False
-        self._claim_failed = False  # until the relay changes: a claim found nothing
         self._after_turn: list[str] = []
         self._warm_scope: trio.CancelScope | None = None
         self._probing = False
         self._nursery: trio.Nursery | None = None
-
-    @property
-    def held(self) -> bool:
-        return self._held
 
     def _send(self, event: WorkerEvent) -> None:
         self._events.send_nowait(event)
@@ -126,12 +122,10 @@ class TurnWorker:
             await self._work()
 
     # -- the order ------------------------------------------------------------------------
-    def _claimable(self) -> bool:
-        return not self._held and not self._claim_failed and self._backend.relay_waiting()
-
     async def _work(self) -> None:
         while True:
-            state = QueueState(len(self._queue), self._claimable(), self._last_was_relay)
+            runnable = self._backend.relay_runnable()
+            state = QueueState(len(self._queue), runnable, self._last_was_relay)
             choice = next_work(state)
             if choice is None:
                 self._wake = trio.Event()
@@ -153,7 +147,6 @@ class TurnWorker:
     async def _relayed(self) -> None:
         claimed = self._backend.claim_relay()
         if claimed is None:  # another claimer was faster, or the claim failed
-            self._claim_failed = True
             return
         self._last_was_relay = True
         ran = await self._run_turn(claimed.project, claimed.run)
@@ -203,7 +196,7 @@ class TurnWorker:
                 self._cancel()
             elif isinstance(intent, RelayControl):
                 self._relay_control(intent.action)
-            elif isinstance(intent, WarmUp):
+            elif isinstance(intent, WarmUpRequest):
                 self._wake.set()  # relayed messages that waited for the model may try it
                 if self._turn is None and self._nursery is not None:
                     self._nursery.start_soon(self._start_warmup, False)
@@ -222,34 +215,21 @@ class TurnWorker:
             self._send(Returned(texts))
             self._after_turn.append("Your queued prompts are back in the input.")
         if self._turn == "relay":
-            self._hold()
-
-    def _hold(self) -> None:
-        # Like queued prompts, relayed messages must not start right after the user stopped
-        # one; unlike /agents pause, senders are still answered ``accepted``.
-        _, waiting = self._backend.relay_status()
-        if not waiting:
-            return
-        self._held = True
-        self._send(RelayHold(True))
-        self._after_turn.append(held_notice(waiting))
+            # Like queued prompts, relayed messages must not start right after the user
+            # stopped one; unlike /agents pause, senders are still answered ``accepted``.
+            notice = self._backend.stop_relay()
+            if notice:
+                self._send(RelayStopped(True))
+                self._after_turn.append(notice)
 
     def _relay_control(self, action: str) -> None:
-        if action == "resume" and self._held:
-            self._held = False
-            self._send(RelayHold(False))
-            self._wake.set()
-            state, _ = self._backend.relay_status()
-            if state != "paused":  # only held: nothing to switch in the relay
-                self._send(Notice(RUNS_AGAIN))
-                self._send(Refresh())
-                return
         try:
             lines = self._backend.relay_control(action)
         except ZcoderError as exc:
             self._send(Notice(str(exc), "error"))
         else:
             self._send(Notice(" ".join(lines)))
+        self._send(RelayStopped(self._backend.relay_stopped()))
         self._wake.set()
         self._send(Refresh())
 
@@ -258,7 +238,6 @@ class TurnWorker:
         while True:
             await self._backend.wait_relay_change()
             self._backend.sync_relay()
-            self._claim_failed = False
             self._wake.set()
             self._send(Refresh())
             if self._backend.relay_waits_for_model():
@@ -298,9 +277,9 @@ class TurnWorker:
                         return
             if not self._warmup:
                 return
-            self._send(Warmup("warming up"))
+            self._send(WarmUpState("warming up"))
             problem = await self._backend.warmup()
-            self._send(Warmup("warm-up failed", problem) if problem else Warmup("warm"))
+            self._send(WarmUpState("warm-up failed", problem) if problem else WarmUpState("warm"))
             if not problem:
                 self._wake.set()  # the model answers: relayed messages waiting for it may run
                 self._send(Refresh())
@@ -311,4 +290,4 @@ class TurnWorker:
         if self._warm_scope is not None:
             self._warm_scope.cancel()
             self._warm_scope = None
-            self._send(Warmup(""))
+            self._send(WarmUpState(""))

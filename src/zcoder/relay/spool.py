@@ -60,7 +60,7 @@ from zcoder.relay.spool_entry import (
 from zcoder.relay.spool_fault import SPOOL_DIRS, SpoolFault, classify, layout_problem
 from zcoder.relay.spool_quarantine import BAD_NAME, Quarantine, is_regular, planted
 
-__all__ = ["Claimed", "Spool", "SpoolFault"]
+__all__ = ["Arrived", "Claimed", "Left", "Spool", "SpoolFault"]
 
 _PAUSED, _ACCEPTING = "paused", "accepting"
 _RECEIPT = ".done"
@@ -74,6 +74,23 @@ class Claimed:
     envelope: Enqueue
     verified: bool
     path: Path
+
+
+@attrs.frozen
+class Arrived:
+    """A message this spool accepted into ``inbox/`` (what ``take_news`` reports)."""
+
+    sequence: int
+    envelope: Enqueue
+    verified: bool
+
+
+@attrs.frozen
+class Left:
+    """A waiting message that left ``inbox/`` without this object's claim: its sender
+    withdrew it, it was quarantined, or another claimer took it."""
+
+    message_id: str
 
 
 class Spool:
@@ -103,6 +120,7 @@ class Spool:
         self._quarantine = Quarantine(self._dirs["quarantine"], self._changed)
         self._fault_callbacks: list[Callable[[SpoolFault], None]] = []
         self._store_failing = False  # report a run of failed stores once
+        self._news: list[Arrived | Left] = []  # since the last ``take_news``
 
     # -- set-up and tear-down -------------------------------------------------------------
 
@@ -167,6 +185,7 @@ class Spool:
             return "full", None
         self._store_failing = False
         self._inbox[mid] = name
+        self._news.append(Arrived(sequence, envelope, verified))
         self._changed()
         return "accepted", self.depth()
 
@@ -355,6 +374,7 @@ class Spool:
                 exc, self.root, f"cannot withdraw the relayed message {message_id}"
             ) from None
         del self._inbox[message_id]
+        self._news.append(Left(message_id))
         self._settled.add(message_id)
         self._withdrawn.add(message_id)
         self._changed()
@@ -368,6 +388,13 @@ class Spool:
     def take_problems(self) -> list[str]:
         """The quarantine reports since the last call (for the transcript)."""
         return self._quarantine.take_problems()
+
+    def take_news(self) -> list[Arrived | Left]:
+        """What entered and left ``inbox/`` since the last call, in order, other than by
+        this object's ``claim`` and ``unclaim``: so that whoever keeps the waiting
+        messages in memory never reads the inbox again (O(1) per message)."""
+        news, self._news = self._news, []
+        return news
 
     # -- internals ------------------------------------------------------------------------
 
@@ -394,11 +421,13 @@ class Spool:
         for mid, name in list(self._inbox.items()):
             if name not in present and self._inbox.pop(mid, None) is not None:
                 self._settled.add(mid)
+                self._news.append(Left(mid))
 
     def _forget(self, mid: str, name: str) -> None:
         # A quarantined entry is in none of inbox, processing or done any more.
         if self._inbox.get(mid) == name:
             del self._inbox[mid]
+            self._news.append(Left(mid))
 
     def _write_sequence(self, sequence: int) -> None:
         # In place, one write: the number only grows, so it never leaves a longer tail.

@@ -1,5 +1,9 @@
-"""The words of ``/agents`` and of the relay's notices: its state, pause, resume, hold, and
-why it is off or unavailable.
+"""The words of ``/agents`` and of the relay's notices: its state, pause, resume, the
+Escape stop, and why it is off or unavailable.
+
+One word per idea: *paused* (``/agents pause``: senders are refused), *held* (one message
+waits for the user's ``/agents approve N``), *stopped* (Escape stopped a relayed turn: the
+waiting messages run after ``/agents resume``).
 
 The app reports what the relay is (``AgentsView``, plain data); this module alone says it
 to the user, so the relay's code holds no user-facing sentence and one place keeps the
@@ -13,12 +17,13 @@ from pathlib import Path
 import attrs
 
 __all__ = [
+    "INBOX_HELP",
     "OFF_REASON",
     "RUNS_AGAIN",
     "AgentsView",
     "agents_lines",
-    "held_notice",
     "not_listed",
+    "stopped_notice",
     "unavailable_line",
 ]
 
@@ -31,6 +36,12 @@ _RESUMED = "Relay resumed: accepting relayed messages again."
 _CONTROL_HELP = (
     "/agents pause   refuse new relayed messages; those already accepted wait",
     "/agents resume  accept again, and run the waiting ones in order",
+)
+INBOX_HELP = (
+    "/agents hold    hold every new relayed message for you; /agents accept undoes it",
+    "/agents inbox   list waiting messages; /agents approve N runs one, /agents deny N drops it",
+    "/agents sent    the messages you sent and what their receivers reported; "
+    "/agents cancel N withdraws one still queued",
 )
 
 
@@ -81,11 +92,13 @@ def not_listed(reason: str) -> str:
     return f"The relay is off in this instance ({reason}): no instances listed."
 
 
-def held_notice(waiting: int) -> str:
-    """After Escape stopped a relayed turn with ``waiting`` more messages queued."""
+def stopped_notice(waiting: int) -> str:
+    """After Escape stopped a relayed turn with ``waiting`` more messages queued: relayed
+    work is *stopped* (not *held*, which is one message waiting for the user's approval,
+    nor *paused*, which refuses senders)."""
     many = waiting > 1
     return (
-        f"Relayed work held: {waiting} more relayed message{'s wait' if many else ' waits'}"
+        f"Relayed work stopped: {waiting} more relayed message{'s wait' if many else ' waits'}"
         f"; /agents resume runs {'them' if many else 'it'} (new ones are still accepted "
         "meanwhile)."
     )

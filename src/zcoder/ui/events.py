@@ -2,7 +2,7 @@
 
 Keys (the terminal's bindings -> the controller): ``Submit``, ``CancelTurn``, ``ExitRequest``.
 Intents (the controller -> the worker, over a memory channel): ``Prompt``, ``Command``,
-``CancelTurn``, ``RelayControl``, ``WarmUp``. Worker events (the worker -> the controller,
+``CancelTurn``, ``RelayControl``, ``WarmUpRequest``. Worker events (the worker -> the controller,
 which renders them): ``Show`` and the rest of ``WorkerEvent``. The worker decides the order of
 all work; the UI only asks and shows.
 """
@@ -25,7 +25,7 @@ __all__ = [
     "Queued",
     "Refresh",
     "RelayControl",
-    "RelayHold",
+    "RelayStopped",
     "Returned",
     "RunCommand",
     "ServerState",
@@ -34,8 +34,8 @@ __all__ = [
     "TurnBegan",
     "TurnEnded",
     "UiEvent",
-    "WarmUp",
-    "Warmup",
+    "WarmUpRequest",
+    "WarmUpState",
     "WorkerEvent",
 ]
 
@@ -88,11 +88,11 @@ class RelayControl:
 
 
 @attrs.frozen
-class WarmUp:
+class WarmUpRequest:
     """The model or session changed: warm the model up (when idle)."""
 
 
-Intent = Prompt | Command | CancelTurn | RelayControl | WarmUp
+Intent = Prompt | Command | CancelTurn | RelayControl | WarmUpRequest
 
 
 # -- worker events --------------------------------------------------------------------------
@@ -146,7 +146,7 @@ class RunCommand:
 
 
 @attrs.frozen
-class Warmup:
+class WarmUpState:
     """``warming up``, ``warm``, ``warm-up failed`` (with the problem) or ``""``."""
 
     state: str
@@ -161,10 +161,10 @@ class ServerState:
 
 
 @attrs.frozen
-class RelayHold:
-    """Relayed work is held (Escape on a relayed turn) or runs again."""
+class RelayStopped:
+    """Relayed work is stopped (Escape on a relayed turn) or runs again."""
 
-    held: bool
+    stopped: bool
 
 
 @attrs.frozen
@@ -180,8 +180,8 @@ WorkerEvent = (
     | Queued
     | Returned
     | RunCommand
-    | Warmup
+    | WarmUpState
     | ServerState
-    | RelayHold
+    | RelayStopped
     | Refresh
 )

@@ -12,13 +12,13 @@ from zcoder.ui.events import (
     Notice,
     Queued,
     Refresh,
-    RelayHold,
+    RelayStopped,
     Returned,
     ServerState,
     Show,
     TurnBegan,
     TurnEnded,
-    Warmup,
+    WarmUpState,
     WorkerEvent,
 )
 from zcoder.ui.terminal import Terminal
@@ -49,13 +49,13 @@ class Presenter:
             self._queue_changed()
         elif isinstance(event, Returned):
             self._returned(event.texts)
-        elif isinstance(event, Warmup):
+        elif isinstance(event, WarmUpState):
             self._warmup(event)
         elif isinstance(event, ServerState):
             self.view.notice(event.problem, "error")
             self.status.set_state("offline", event.problem)
-        elif isinstance(event, RelayHold):
-            self.status.relay_hold = event.held
+        elif isinstance(event, RelayStopped):
+            self.status.relay_stopped = event.stopped
         elif isinstance(event, Refresh):
             self.refresh_status()
         self.terminal.invalidate()
@@ -91,7 +91,7 @@ class Presenter:
         buffer.text = draft
         buffer.cursor_position = len(draft)
 
-    def _warmup(self, event: Warmup) -> None:
+    def _warmup(self, event: WarmUpState) -> None:
         if event.state == "":
             if self.status.warmup == "warming up":
                 self.status.warmup = ""
@@ -111,6 +111,6 @@ class Presenter:
         self.status.model = self.backend.model
         self.status.title = self.backend.session_title
         self.status.relay, self.status.relay_queued = self.backend.relay_status()
-        self.status.relay_held = self.backend.relay_waits_for_model()
+        self.status.relay_waits_model = self.backend.relay_waits_for_model()
         self.status.context = self.backend.context_percent()
         self.terminal.invalidate()

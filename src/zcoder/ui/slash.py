@@ -19,7 +19,7 @@ from zcoder.commands import ParsedCommand, help_lines
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import ZcoderError
 from zcoder.ui.backend import Backend, SessionRow
-from zcoder.ui.events import Intent, RelayControl, WarmUp
+from zcoder.ui.events import Intent, RelayControl, WarmUpRequest
 from zcoder.ui.text import one_line, shorten
 
 __all__ = ["HANDLERS", "KEY_HELP", "SlashCommands", "SlashHost", "age", "session_lines"]
@@ -99,7 +99,7 @@ class SlashCommands:
         backend.new_session()
         self.host.refresh_status()
         self._notice(f"New session {backend.session_id}.")
-        self.host.intend(WarmUp())
+        self.host.intend(WarmUpRequest())
 
     async def list_agents(self, args: str = "") -> None:
         with trio.fail_after(_LIST_SECONDS):
@@ -159,7 +159,7 @@ class SlashCommands:
         self.host.backend.set_model(name)
         self.host.refresh_status()
         self._notice(f"Model set to {one_line(name)}.")
-        self.host.intend(WarmUp())
+        self.host.intend(WarmUpRequest())
 
     async def compact(self, focus: str) -> None:
         # The worker runs it as a turn (Escape cancels it); the agent shows the outcome.
@@ -194,7 +194,7 @@ class SlashCommands:
         self.host.refresh_status()
         skipped = f" ({len(events) - 20} earlier entries not shown)" if len(events) > 20 else ""
         self._notice(f"Switched to session {target}{skipped}.")
-        self.host.intend(WarmUp())
+        self.host.intend(WarmUpRequest())
 
 
 Handler = Callable[[SlashCommands, str], Awaitable[None]]

@@ -40,8 +40,8 @@ class Status:
     warmup: str = ""  # "", "warming up", "warm", "warm-up failed"
     relay: str = ""  # "" = no relay here; else "on", "paused", "off (reason)"
     relay_queued: int = 0
-    relay_held: bool = False  # the waiting relayed messages wait for the model to answer
-    relay_hold: bool = False  # Escape on a relayed turn: none is claimed until resumed
+    relay_waits_model: bool = False  # the waiting relayed messages wait for the model to answer
+    relay_stopped: bool = False  # Escape on a relayed turn: none is claimed until resumed
     relayed_from: str = ""  # the sender's project while a relayed turn runs
     queued_prompts: int = 0
     context: int | None = None  # how full the next request makes the window, in percent
@@ -90,9 +90,9 @@ def render_status(status: Status, width: int = 100) -> StyleAndTextTuples:
     if status.relay:
         relay = f"relay {one_line(status.relay)}"
         if status.relay_queued:
-            held = " for the model" if status.relay_held else ""
-            held += ", held" if status.relay_hold else ""
-            relay += f" ({status.relay_queued} waiting{held})"
+            why = " for the model" if status.relay_waits_model else ""
+            why += ", stopped" if status.relay_stopped else ""
+            relay += f" ({status.relay_queued} waiting{why})"
         tail.append(relay)
     state = _state_text(status)
     room = max(width - len(state) - 2, 10)

@@ -1,0 +1,432 @@
+"""Every accepted relayed message of this instance, owned by one sans-I/O state machine.
+
+A message enters when the spool accepted it (``arrived``: the spool's ``take_news``) and
+leaves when it is settled or when it left the spool on its own (``left``: its sender
+withdrew it, it was quarantined, another claimer took it). In between it is::
+
+    waiting --claim--> running --finished--> settled (Settle, and the final receipt)
+     |    ^               |
+     |    | approve       +--never reached the model--> waiting, first again (PutBack)
+     v    |
+    held --deny--> settled (Remove, and ``denied``)
+
+A message is *held* when the user must approve it (``schedule.hold_reason`` decides, once,
+when it arrives): the others keep their FIFO order around it. Besides, the machine keeps
+what stops every claim for a while: *stopped* (Escape stopped a relayed turn: nothing is
+claimed until ``/agents resume``) and *waiting for the model* (a relayed turn never reached
+it: nothing is claimed until the model answers). Refusing new messages, *paused*, is the
+relay service's (its listener answers it), not this machine's.
+
+Each message gets a number when it arrives, never given to another message in this process;
+the hold notice, ``/agents inbox`` and ``approve N``/``deny N`` use it, so a number read
+from a listing still names the same message later (``N`` may also be the message id). A
+number that no longer waits is refused, never moved on to the next message.
+
+Nothing here does I/O or knows Trio. Every transition returns what it causes, as effects:
+``Tell`` (a receipt to the message's sender), ``Say`` (a line for the user), ``Settle``,
+``PutBack`` and ``Remove`` (spool operations). The relay link performs them. Its index is
+in memory, so a change costs O(1), never a read of the inbox.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Literal
+
+import attrs
+
+from zcoder.app.schedule import EXCHANGE_BOUND, Exchanges, HoldReason, hold_reason
+from zcoder.config import INBOUND_MODES, InboundMode
+from zcoder.errors import CommandError
+from zcoder.relay.envelope import Enqueue
+from zcoder.relay.spool import Arrived, Claimed
+from zcoder.ui.slash import age
+from zcoder.ui.text import one_line, shorten
+from zcoder.visible import escape_controls
+
+__all__ = [
+    "INBOX_ACTIONS",
+    "Effect",
+    "Inbound",
+    "PutBack",
+    "Remove",
+    "Say",
+    "Settle",
+    "Tell",
+    "sender_label",
+]
+
+INBOX_ACTIONS = ("hold", "accept", "inbox", "approve", "deny")
+_WHY = {
+    "hold": "this instance holds relayed messages",
+    "unverified": "its sender's peer credentials did not verify",
+    "bound": "{bound} relayed exchanges with its sender since your last prompt",
+}
+
+
+def sender_label(envelope: Enqueue) -> str:
+    """``alpha (pid 123)``: how the user knows a sender (raw; escaped where shown)."""
+    return f"{envelope.sender_project} (pid {envelope.sender_pid})"
+
+
+@attrs.frozen
+class Tell:
+    """Report ``state`` of ``message`` to its sender (a receipt, best effort)."""
+
+    message: Enqueue
+    state: str
+    detail: str = ""
+    changed: str = ""
+
+
+@attrs.frozen
+class Say:
+    """A line for the user's transcript."""
+
+    text: str
+    role: Literal["system", "error"] = "system"
+
+
+@attrs.frozen
+class Settle:
+    """Settle the claimed message in the spool (``done/``): it never runs again."""
+
+    claimed: Claimed
+
+
+@attrs.frozen
+class PutBack:
+    """Put the claimed message back first in the spool's queue; the performer answers
+    with ``Inbound.put_back``."""
+
+    claimed: Claimed
+
+
+@attrs.frozen
+class Remove:
+    """Settle a waiting message without running it; the performer answers with
+    ``Inbound.removed`` (or refuses the command when it no longer waits)."""
+
+    message_id: str
+
+
+Effect = Tell | Say | Settle | PutBack | Remove
+
+
+@attrs.define
+class _Entry:
+    sequence: int
+    envelope: Enqueue
+    verified: bool
+    number: int
+    seen: float
+    reason: HoldReason  # "" while it runs in its turn
+
+
+class Inbound:
+    """The accepted messages of one instance and what may be claimed next."""
+
+    def __init__(
+        self,
+        mode: InboundMode,
+        *,
+        clock: Callable[[], float] = time.time,
+        bound: int = EXCHANGE_BOUND,
+    ) -> None:
+        self.mode: InboundMode = mode
+        self._clock = clock
+        self._bound = bound
+        self._exchanges = Exchanges()
+        self._waiting: dict[str, _Entry] = {}  # waiting and held, in sequence order
+        self._held = 0
+        self._numbers: dict[str, int] = {}  # every id ever known, with its number
+        self._running: tuple[_Entry, Claimed] | None = None
+        self._stopped = False
+        self._model_down = False
+        self._stale = False  # a claim found nothing: none is tried until something changes
+
+    # -- what arrives ---------------------------------------------------------------------
+
+    def arrived(self, arrival: Arrived) -> list[Effect]:
+        """A message the spool accepted: waiting, or held (told to its sender and the user)."""
+        envelope = arrival.envelope
+        reason = hold_reason(
+            self.mode,
+            verified=arrival.verified,
+            exchanges=self._exchanges.count(envelope.sender_instance_id),
+            bound=self._bound,
+        )
+        entry = self._enter(arrival.sequence, envelope, arrival.verified, reason)
+        return self._hold_effects(entry) if reason else []
+
+    def left(self, message_id: str) -> None:
+        """A waiting message left the spool without a claim of ours."""
+        self._take(message_id)
+        self._stale = False
+
+    def changed(self) -> None:
+        """The relay changed: a claim that found nothing may be tried again."""
+        self._stale = False
+
+    # -- the worker's questions -----------------------------------------------------------
+
+    def runnable(self) -> bool:
+        """A waiting message may be claimed now (none runs, none is stopped or waits for
+        the model, and one is not held)."""
+        return (
+            self._running is None
+            and not self._stopped
+            and not self._model_down
+            and not self._stale
+            and len(self._waiting) > self._held
+        )
+
+    def waiting(self) -> int:
+        """Accepted messages not running (held ones included)."""
+        return len(self._waiting)
+
+    def held(self) -> int:
+        return self._held
+
+    @property
+    def running(self) -> Claimed | None:
+        return self._running[1] if self._running is not None else None
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    def waits_for_model(self) -> bool:
+        return self._model_down and bool(self._waiting)
+
+    def skip(self) -> frozenset[str]:
+        """What a claim skips: the held messages."""
+        return frozenset(mid for mid, e in self._waiting.items() if e.reason)
+
+    def unrun(self) -> list[Enqueue]:
+        """The accepted messages that have not run (not the running one), oldest first."""
+        return [e.envelope for e in self._waiting.values()]
+
+    # -- a relayed turn -------------------------------------------------------------------
+
+    def claimed(self, claimed: Claimed | None) -> None:
+        """The spool's answer to a claim: the message now runs (one the machine did not
+        know, planted in the spool, is taken in); ``None``: nothing until a change."""
+        if claimed is None:
+            self._stale = True
+            return
+        envelope = claimed.envelope
+        entry = self._take(envelope.message_id)
+        if entry is None:
+            entry = self._new_entry(claimed.sequence, envelope, claimed.verified, "")
+        self._running = (entry, claimed)
+        self._exchanges.add(envelope.sender_instance_id)
+
+    def reached(self) -> list[Effect]:
+        """The running message's turn reached the model: it has started."""
+        self._model_down = False
+        return [Tell(self._current()[0].envelope, "started")]
+
+    def finished(self, state: str, detail: str = "", changed: str = "") -> list[Effect]:
+        """The running message's turn ended after it reached the model (whatever the
+        outcome): settled, and its final state told."""
+        entry, claimed = self._current()
+        self._running = None
+        return [Settle(claimed), Tell(entry.envelope, state, detail, changed)]
+
+    def abandoned(self) -> list[Effect]:
+        """The running message's turn ended by an error of ours or a cancel of the whole
+        app: settled, never run twice."""
+        _, claimed = self._current()
+        self._running = None
+        return [Settle(claimed)]
+
+    def unreached(self) -> list[Effect]:
+        """The running message's turn never reached the model: nothing of it ran, it goes
+        back first in the queue (answer with ``put_back``)."""
+        return [PutBack(self._current()[1])]
+
+    def put_back(self, problem: str = "") -> list[Effect]:
+        """The spool put the message back (``""``): it waits, first, for the model; or it
+        could not (``problem``): settled as if run, and dropped."""
+        entry, claimed = self._current()
+        self._running = None
+        label = escape_controls(sender_label(entry.envelope))
+        if problem:
+            return [
+                Settle(claimed),
+                Tell(entry.envelope, "dropped", f"it could not be put back: {problem}"),
+                Say(f"{problem}; it was dropped", "error"),
+            ]
+        self._insert(entry)
+        self._model_down = True
+        return [
+            Say(
+                f"The relayed message from {label} did not reach the model: it stays first in "
+                "the queue and runs when the model answers again."
+            )
+        ]
+
+    def model_answered(self) -> None:
+        self._model_down = False
+
+    # -- the user -------------------------------------------------------------------------
+
+    def local_turn(self) -> None:
+        """The user is in the loop again: the exchange counts start over."""
+        self._exchanges.local_turn()
+
+    def sent_to(self, peer: str) -> None:
+        """A receiver accepted a message of ours: one exchange with it."""
+        self._exchanges.add(peer)
+
+    def stop(self) -> int:
+        """Escape stopped a relayed turn: when messages wait, none is claimed until
+        ``go_on``; how many wait (0: nothing was stopped)."""
+        self._stopped = bool(self._waiting)
+        return len(self._waiting)
+
+    def go_on(self) -> bool:
+        """``/agents resume`` after ``stop``: whether relayed work was stopped."""
+        was, self._stopped = self._stopped, False
+        return was
+
+    def set_mode(self, mode: str) -> tuple[list[str], list[Effect]]:
+        """``hold``: every message not yet started waits for the user, from now on;
+        ``accept``: new messages run in their turn (the held ones still wait)."""
+        if mode not in INBOUND_MODES:
+            raise CommandError(f"unknown inbound policy {mode!r}: use hold or accept")
+        self.mode = "hold" if mode == "hold" else "accept"
+        if self.mode == "accept":
+            tail = f"; {self._held} held still wait for /agents approve N" if self._held else ""
+            return [f"Relayed messages run in their turn again{tail}."], []
+        effects: list[Effect] = []
+        for entry in self._waiting.values():
+            if not entry.reason:
+                entry.reason = "hold"
+                self._held += 1
+                effects.append(Tell(entry.envelope, "held", _WHY["hold"]))
+        line = (
+            f"Relayed messages are held: {self._held} waiting; "
+            "/agents inbox lists them, /agents approve N runs one."
+        )
+        return [line], effects
+
+    def lines(self) -> list[str]:
+        """``/agents inbox``: one line per waiting message, oldest first."""
+        if not self._waiting:
+            return [f"No relayed message waits (inbound policy: {self.mode})."]
+        now = self._clock()
+        out = [f"Relayed messages waiting (inbound policy: {self.mode}):"]
+        for e in self._waiting.values():
+            state = "held" if e.reason else "queued"
+            check = "verified" if e.verified else "UNVERIFIED"
+            first = shorten(one_line(e.envelope.body.strip().split("\n", 1)[0]), 60)
+            sender = escape_controls(sender_label(e.envelope))
+            out.append(
+                f"{e.number:>3}. {state:<6} {sender} · {check} · {age(now - e.seen)} · {first}"
+            )
+        return out
+
+    def approve(self, arg: str) -> list[str]:
+        """Let message ``arg`` (its number, or its id) run in its turn; its sender's
+        exchange count starts again (the user looked at the exchange)."""
+        entry = self._pick(arg, "approve")
+        if not entry.reason:
+            return [f"Relayed message {entry.number} is not held: it runs in its turn."]
+        entry.reason = ""
+        self._held -= 1
+        self._stale = False
+        self._exchanges.reset(entry.envelope.sender_instance_id)
+        return [f"Relayed message {entry.number} approved: it runs in its turn."]
+
+    def deny(self, arg: str) -> Remove:
+        """The spool operation that removes message ``arg`` (number or id); the performer
+        answers with ``removed``."""
+        return Remove(self._pick(arg, "deny").envelope.message_id)
+
+    def removed(self, message_id: str) -> tuple[list[str], list[Effect]]:
+        """A denied message was removed from the spool: forgotten, and told ``denied``."""
+        entry = self._take(message_id)
+        if entry is None:
+            raise CommandError(f"relayed message {message_id} no longer waits")
+        sender = escape_controls(sender_label(entry.envelope))
+        line = f"Relayed message {entry.number} from {sender} denied: removed without running."
+        return [line], [Tell(entry.envelope, "denied")]
+
+    def number(self, message_id: str) -> int | None:
+        return self._numbers.get(message_id)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _current(self) -> tuple[_Entry, Claimed]:
+        if self._running is None:
+            raise RuntimeError("no relayed message is running")
+        return self._running
+
+    def _new_entry(
+        self, sequence: int, envelope: Enqueue, verified: bool, reason: HoldReason
+    ) -> _Entry:
+        mid = envelope.message_id
+        number = self._numbers.setdefault(mid, len(self._numbers) + 1)
+        return _Entry(sequence, envelope, verified, number, self._clock(), reason)
+
+    def _enter(
+        self, sequence: int, envelope: Enqueue, verified: bool, reason: HoldReason
+    ) -> _Entry:
+        entry = self._new_entry(sequence, envelope, verified, reason)
+        self._insert(entry)
+        self._stale = False
+        return entry
+
+    def _insert(self, entry: _Entry) -> None:
+        """Into the waiting messages in sequence order: at the end (O(1)) for a new one,
+        in its place for one put back."""
+        last = next(reversed(self._waiting.values()), None)
+        self._waiting[entry.envelope.message_id] = entry
+        if last is not None and entry.sequence < last.sequence:
+            items = sorted(self._waiting.values(), key=lambda e: e.sequence)
+            self._waiting = {e.envelope.message_id: e for e in items}
+        if entry.reason:
+            self._held += 1
+
+    def _take(self, message_id: str) -> _Entry | None:
+        entry = self._waiting.pop(message_id, None)
+        if entry is not None and entry.reason:
+            self._held -= 1
+        return entry
+
+    def _hold_effects(self, entry: _Entry) -> list[Effect]:
+        n, why = entry.number, _WHY[entry.reason].format(bound=self._bound)
+        sender = escape_controls(sender_label(entry.envelope))
+        return [
+            Tell(entry.envelope, "held", why),
+            Say(
+                f"Relayed message {n} from {sender} is held: {why}. /agents inbox lists it; "
+                f"/agents approve {n} runs it, /agents deny {n} drops it."
+            ),
+        ]
+
+    def _pick(self, arg: str, verb: str) -> _Entry:
+        """The waiting message numbered (or with the id) ``arg``; ``CommandError`` when it
+        no longer waits or was never one."""
+        digits = arg.isascii() and arg.isdigit()  # not "²", which int() refuses
+        entry = self._waiting.get(arg)
+        if entry is None and digits:
+            entry = next((e for e in self._waiting.values() if e.number == int(arg)), None)
+        if entry is not None:
+            return entry
+        number = self._numbers.get(arg)
+        if number is None and digits and 1 <= int(arg) <= len(self._numbers):
+            number = int(arg)
+        if number is not None:
+            raise CommandError(
+                f"relayed message {number} no longer waits (it ran, or was removed): "
+                "/agents inbox lists those that do"
+            )
+        numbers = ", ".join(str(e.number) for e in self._waiting.values())
+        which = f"waiting: {numbers}" if numbers else "none waits"
+        raise CommandError(
+            f"/agents {verb} N: N is a number from /agents inbox or a message id ({which})"
+        )

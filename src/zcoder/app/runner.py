@@ -1,0 +1,180 @@
+"""The worker's ``WorkBackend``: the turns it runs (the user's and the relayed ones), the
+model checks between them, and the relay's changes it follows.
+
+The state of every incoming message is the relay link's ``Inbound`` machine; this object
+only runs what the machine lets run, tells it what became of the turn (reached the model,
+ended with an outcome, never reached it) and has the link perform what that causes: it
+keeps no relay state of its own.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Sequence
+
+from zcoder.agent.agent import Agent, RelaySender, TurnRequest
+from zcoder.agent.turns import TurnOutcome
+from zcoder.app.inbound import Effect, Say
+from zcoder.app.receipts import ChangeRecorder, final_state
+from zcoder.app.relay import RelayLink
+from zcoder.app.server import ModelServer
+from zcoder.app.worker import RelayTurn
+from zcoder.conversation import TranscriptEvent
+from zcoder.errors import ModelError
+from zcoder.live import Entry, TurnSink
+from zcoder.relay.spool import Claimed
+from zcoder.ui.agents_text import stopped_notice
+
+__all__ = ["TurnRunner"]
+
+_log = logging.getLogger(__name__)
+
+
+class TurnRunner:
+    """Runs turns on ``agent`` for the worker; ``sink`` shows what happened."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        relay: RelayLink,
+        server: ModelServer,
+        sink: TurnSink,
+        changes: ChangeRecorder,
+    ) -> None:
+        self._agent = agent
+        self._relay = relay
+        self._inbound = relay.inbound
+        self._server = server
+        self._sink = sink
+        self._changes = changes
+
+    # -- turns ----------------------------------------------------------------------------
+
+    async def run_turn(self, text: str) -> str:
+        self._inbound.local_turn()  # the user is in the loop again
+        self._relay.refresh(state="busy")
+        try:
+            outcome = await self._agent.run_turn(TurnRequest("user", text))
+        finally:
+            self._relay.refresh(state="ready")
+        if outcome.reached_model:
+            self._inbound.model_answered()
+        return outcome.status
+
+    def cancel_turn(self) -> bool:
+        return self._agent.cancel_turn()
+
+    async def check_model(self) -> str:
+        problem = await self._server.check()
+        if not problem:
+            self._inbound.model_answered()
+        return problem
+
+    async def warmup(self) -> str:
+        try:
+            await self._agent.warmup()
+        except ModelError as exc:
+            return self._server.describe(exc)
+        self._inbound.model_answered()
+        return ""
+
+    # -- relayed turns --------------------------------------------------------------------
+
+    def relay_runnable(self) -> bool:
+        """A relayed message may be claimed now (a query: it changes nothing)."""
+        return self._relay.runnable()
+
+    def relay_waits_for_model(self) -> bool:
+        return self._inbound.waits_for_model()
+
+    def claim_relay(self) -> RelayTurn | None:
+        """Claim the oldest runnable relayed message (showing the quarantine reports); the
+        turn to run it, or ``None`` when another claimer was faster or the claim failed."""
+        claimed, shown = self._relay.claim()
+        self._say(shown)
+        if claimed is None:
+            return None
+        return RelayTurn(claimed.envelope.sender_project, functools.partial(self._run, claimed))
+
+    async def run_relay_turn(self) -> bool:
+        """Claim and run one relayed message; ``False`` when none could be claimed."""
+        turn = self.claim_relay()
+        return turn is not None and await turn.run()
+
+    async def _run(self, claimed: Claimed) -> bool:
+        """Run a claimed message. It is settled (at most once) when its turn reached the
+        model, whatever the outcome; when it never did (server unreachable, model missing),
+        nothing of it ran: it goes back first in the queue and waits for the model."""
+        self._relay.refresh(state="busy")
+        self._changes.start()
+        effects: list[Effect] | None = None
+        try:
+            request = TurnRequest("relay", *_sender(claimed))
+            outcome = await self._agent.run_turn(request, on_reach=self._reached)
+            effects = self._ended(outcome)
+            _log.debug("relayed turn %s ended: %s", claimed.envelope.message_id, outcome.status)
+        finally:
+            if effects is None:  # an error of ours, or the whole app is going
+                effects = self._inbound.abandoned()
+            self._relay.refresh(state="ready")
+            self._say(self._relay.perform(effects))
+        return True
+
+    def _reached(self) -> None:
+        # Only a turn that reached the model has started the message.
+        self._say(self._relay.perform(self._inbound.reached()))
+
+    def _ended(self, outcome: TurnOutcome) -> list[Effect]:
+        if outcome.status == "error" and not outcome.reached_model:
+            return self._inbound.unreached()
+        state, detail = final_state(outcome)
+        return self._inbound.finished(state, detail, self._changes.changed())
+
+    def stop_relay(self) -> str:
+        """Escape stopped a relayed turn: the notice to show after it, or ``""`` when no
+        relayed message waits (nothing to stop)."""
+        waiting = self._inbound.stop()
+        return stopped_notice(waiting) if waiting else ""
+
+    def relay_stopped(self) -> bool:
+        return self._inbound.stopped
+
+    def relay_control(self, action: str) -> list[str]:
+        """``/agents ACTION`` as the worker runs it (what may run changes); the lines."""
+        lines, shown = self._relay.control(action)
+        self._say(shown)
+        return lines
+
+    # -- the relay's changes --------------------------------------------------------------
+
+    async def wait_relay_change(self) -> None:
+        """Return once the relay changed (the worker then calls ``sync_relay``)."""
+        await self._relay.wait_for_change()
+
+    def sync_relay(self) -> None:
+        """Take in what changed: the new messages (held ones are told), the relay's
+        problem lines, the receipts that arrived for what this instance sent."""
+        self._say(self._relay.sync())
+        for event in self._relay.outbox.take_entries():
+            self._agent.session.events.append(event)  # a receipt is part of the session
+            self._show(event)
+
+    def _say(self, lines: Sequence[Say]) -> None:
+        for line in lines:
+            self._show(TranscriptEvent(role=line.role, text=line.text))
+
+    def _show(self, event: TranscriptEvent) -> None:
+        self._sink.emit(Entry(event))
+
+
+def _sender(claimed: Claimed) -> tuple[str, RelaySender]:
+    e = claimed.envelope
+    sender = RelaySender(
+        instance_id=e.sender_instance_id,
+        pid=e.sender_pid,
+        project=e.sender_project,
+        workspace=e.sender_workspace,
+        verified=claimed.verified,
+    )
+    return e.body, sender

@@ -26,6 +26,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import attrs
 import trio
@@ -68,6 +69,8 @@ from zcoder.visible import escape_controls
 
 __all__ = ["RelayLink"]
 
+_T = TypeVar("_T")
+
 _log = logging.getLogger(__name__)
 _PROBLEM_PREFIX = "relay disabled: "  # how config.py words a bad relay setting
 
@@ -82,29 +85,41 @@ class RelayLink:
         on_tools: Callable[[Sequence[Tool]], None],
     ) -> None:
         self._config = config
-        self._runtime_dir = runtime_dir
         self._on_tools = on_tools
-        self.service: RelayService | None = None  # read by tests; the app asks this object
-        self._reason = _off_reason(config)
+        # Made whatever the settings: off, or unable to start, it says why and never runs
+        # a listener, so this object needs no case for a relay that is not there.
+        self.service = RelayService(
+            settings=config.relay,
+            settings_problem=config.relay_problem,
+            runtime_dir=runtime_dir,
+            env=os.environ,
+            project=config.agent_name or config.workspace.name or str(config.workspace),
+            workspace=config.workspace,
+            profile=config.profile,
+            model=config.model,
+            session_id="",
+        )
+        self._off = _off_reason(config)
         self._names = TargetNames()
         # Every accepted message's state; the spool only stores them.
         self.inbound = Inbound(config.relay.inbound)
         self._claimed_from: Spool | None = None  # settled there even if found damaged since
         self._unshown: list[Say] = []  # caused by news taken in for a query, shown next
-        self._started = trio.Event()  # the service exists: its changes can be awaited
         self._seen = 0  # the count of the service's changes at the last wake-up
         self._told = False  # the failure was shown
         # zcoder's extension: receipts to our senders, the outbox of what we sent.
         self.receipts = ReceiptSender(
-            me=lambda: self.service.instance_id if self.service is not None else "",
-            relay_dir=lambda: self.service.health.relay_dir if self.service is not None else None,
+            me=lambda: self.service.instance_id,
+            relay_dir=lambda: self.service.health.relay_dir,
             io_timeout=config.relay.io_timeout,
             max_bytes=config.relay.max_bytes,
         )
         self.outbox = RelayOutbox(
             receipts=self.receipts,
-            spool=lambda: self.service.spool if self.service is not None else None,
+            spool=lambda: self.service.spool,
         )
+        self.service.set_extension(self.outbox.handle)
+        self.outbox.notify = self.service.changes.note  # the relay's own primitive
         self._tools = [*relay_tools(self), message_status_tool(self.outbox.status_text)]
 
     # -- start ----------------------------------------------------------------------------
@@ -112,37 +127,19 @@ class RelayLink:
     async def start(self, nursery: trio.Nursery, *, model: str, session_id: str) -> str:
         """Start the service; ``""`` when it runs (or is off by configuration: already
         said), else why it is unavailable (one line, for one notice)."""
-        if self._reason or self._runtime_dir is None:
-            self._reason = self._reason or "no private runtime directory"
-            return "" if self._config.relay_problem or self.off else self._reason
-        config = self._config
-        service = RelayService(
-            settings=config.relay,
-            settings_problem="",
-            runtime_dir=self._runtime_dir,
-            env=os.environ,
-            project=config.agent_name or config.workspace.name or str(config.workspace),
-            workspace=config.workspace,
-            profile=config.profile,
-            model=model,
-            session_id=session_id,
-        )
-        self.service = service
-        service.set_extension(self.outbox.handle)
-        self.outbox.notify = service.changes.note  # the relay's own primitive, no app code
+        service = self.service
+        service.refresh(model=model, session_id=session_id)
+        if self.off:  # already said where the settings are shown
+            return ""
         nursery.start_soon(self.receipts.run)
-        self._started.set()
         await nursery.start(service.run)
         self._on_tools(self._tools if self.available else [])
-        status = service.status()
-        return "" if status.available else status.reason
+        return self.reason
 
     async def wait_for_change(self) -> None:
         """Return once the relay changed (depth, pause, availability, a fault) since the
-        last return; at once if it already has. One waiter: the worker. Before ``start``
-        (and for good when the relay is off) it waits for the start."""
-        await self._started.wait()
-        assert self.service is not None
+        last return; at once if it already has. One waiter: the worker. For good when
+        the relay is off (nothing changes)."""
         self._seen = await self.service.changes.wait(self._seen)
 
     def sync(self) -> list[Say]:
@@ -151,8 +148,6 @@ class RelayLink:
         its start (``Relay unavailable: <reason>``), quarantined entries, storage faults."""
         self._on_tools(self._tools if self.available else [])
         service = self.service
-        if service is None:
-            return []
         lines = [Say(line, "error") for line in service.health.take_problems()]
         if service.health.problem and not self._told:
             self._told = True
@@ -165,7 +160,7 @@ class RelayLink:
         message, the spool's own log (never a read of the inbox). What that causes (a
         held message is told to its sender) happens now; its lines wait for the next
         ``_take_news``, so that a query returns no lines and loses none."""
-        spool = self.service.spool if self.service is not None else None
+        spool = self.service.spool
         if spool is None:
             return
         effects: list[Effect] = []
@@ -200,24 +195,19 @@ class RelayLink:
                 raise ValueError("a removal is performed by the /agents deny command")
         return shown
 
-    def _spool_call(self, action: str, call: Callable[[], object]) -> bool:
-        """Run one spool operation; ``False`` if it failed, which is handed to the service
-        here and nowhere else: a ``SpoolFault`` as classified (damage makes the relay
-        fail, a storage fault is a line), anything unexpected as a failure of the relay.
-        Never raises but what is not an ``Exception`` (``trio.Cancelled``)."""
-        service = self.service
+    def _spool_call(self, action: str, call: Callable[[], _T]) -> _T | None:
+        """Run one spool operation; its result, or ``None`` if it failed, which is handed
+        to the service here and nowhere else: a ``SpoolFault`` as classified (damage makes
+        the relay fail, a storage fault is a line), anything unexpected as a failure of the
+        relay. Never raises but what is not an ``Exception`` (``trio.Cancelled``)."""
         try:
-            call()
+            return call()
         except SpoolFault as fault:
-            if service is not None:
-                service.health.spool_fault(fault)
-            return False
+            self.service.health.spool_fault(fault)
         except Exception as exc:
             _log.exception("relay spool %s failed", action)
-            if service is not None:
-                service.health.fail(f"the relay spool failed to {action}: {exc}")
-            return False
-        return True
+            self.service.health.fail(f"the relay spool failed to {action}: {exc}")
+        return None
 
     # -- state ----------------------------------------------------------------------------
 
@@ -227,19 +217,18 @@ class RelayLink:
 
     @property
     def available(self) -> bool:
-        return self.service is not None and self.service.status().available
+        return self.service.status().available
 
     @property
     def reason(self) -> str:
-        if self.service is not None:
-            return self.service.status().reason
-        return self._reason
+        """Why the relay is not running (``""`` while it is)."""
+        return self._off or self.service.status().reason
 
     def status(self) -> tuple[str, int]:
         """``(state, waiting)``: ``on``/``paused``/``off``/``unavailable`` and the accepted
         messages not yet started."""
-        if self.service is None:
-            return ("off" if self.off else "unavailable"), 0
+        if self.off:
+            return "off", 0
         status = self.service.status()
         waiting = max(status.queued - (self.inbound.running is not None), 0)
         if not status.available:
@@ -255,8 +244,7 @@ class RelayLink:
         return spool is not None and not spool.paused and self.inbound.runnable()
 
     def refresh(self, **fields: str) -> None:
-        if self.service is not None:
-            self.service.refresh(**fields)
+        self.service.refresh(**fields)
 
     @property
     def config(self) -> Config:
@@ -272,18 +260,14 @@ class RelayLink:
         spool = self._spool()
         if spool is None or spool.paused or not self.inbound.runnable():
             return None, shown
-        found: list[Claimed] = []
 
-        def claim() -> None:
+        def claim() -> Claimed | None:
             try:
-                claimed = spool.claim(self.inbound.skip())
+                return spool.claim(self.inbound.skip())
             except SpoolFault as fault:
                 raise SpoolFault(str(fault), damaged=True) from None
-            if claimed is not None:
-                found.append(claimed)
 
-        self._spool_call("claim a message", claim)
-        claimed = found[0] if found else None
+        claimed = self._spool_call("claim a message", claim)
         self._claimed_from = spool if claimed is not None else None
         shown += self._take_news()  # what the claim found gone or quarantined
         self.inbound.claimed(claimed)
@@ -321,16 +305,14 @@ class RelayLink:
         spool = self._spool()
         if spool is None:
             return False
-        found: list[Claimed] = []
 
-        def take() -> None:
+        def take() -> bool:
             claimed = spool.claim(_AllBut(message_id))
             if claimed is not None:
-                found.append(claimed)
                 spool.complete(claimed)
+            return claimed is not None
 
-        self._spool_call("remove a message", take)  # the spool notes the change itself
-        return bool(found)
+        return bool(self._spool_call("remove a message", take))  # the spool notes it
 
     def unrun(self) -> list[Unrun]:
         """The accepted messages that have not run (not the running one), oldest first."""
@@ -346,27 +328,21 @@ class RelayLink:
 
     def _spool(self) -> Spool | None:
         """The spool to claim from (``RelayService.spool``), else ``None``."""
-        return self.service.spool if self.service is not None else None
-
-    @property
-    def started(self) -> bool:
-        return self.service is not None
+        return self.service.spool
 
     def close_intake(self) -> None:
         """On the way out, first: accept no more messages (the listener answers
         ``paused``) and claim none (a claim needs an unpaused spool). Never raises: a
         ``state`` file that cannot be written is a fault of the relay's, the switch holds
         in memory."""
-        if self.service is not None:
-            self.service.pause()
+        self.service.pause()
 
     def sending_from(self) -> tuple[str, Path]:
         """This instance's id and the checked relay directory, to send from;
         ``RelayUnavailable`` while the relay is not running."""
-        service = self.service
-        if service is None or not self.available:
+        if not self.available:
             raise RelayUnavailable(f"the relay is not running in this instance: {self.reason}")
-        return service.instance_id, service.health.check_dir()
+        return self.service.instance_id, self.service.health.check_dir()
 
     # -- /agents and /list-agents ---------------------------------------------------------
 
@@ -384,13 +360,12 @@ class RelayLink:
         shown = self._take_news()
         if action == "resume" and self.inbound.go_on() and self.status()[0] != "paused":
             return [RUNS_AGAIN], shown  # only stopped: nothing to switch in the relay
-        service = self.service
-        if action and (service is None or not self.available):
+        if action and not self.available:
             raise RelayUnavailable(f"the relay is not running in this instance: {self.reason}")
-        if service is not None and action == "pause":
-            service.pause()
-        if service is not None and action == "resume":
-            service.resume()
+        if action == "pause":
+            self.service.pause()
+        if action == "resume":
+            self.service.resume()
         lines = agents_lines(action, self._view())
         return ([*lines, *INBOX_HELP] if not action and len(lines) > 1 else lines), shown
 
@@ -417,7 +392,7 @@ class RelayLink:
     def _view(self) -> AgentsView:
         state, waiting = self.status()
         service = self.service
-        if service is None or state in ("off", "unavailable"):
+        if state in ("off", "unavailable"):
             return AgentsView(state, self.reason, bad_setting=bool(self._config.relay_problem))
         return AgentsView(
             state,
@@ -453,8 +428,8 @@ class RelayLink:
         return self._config.relay.max_message_chars
 
     async def discover(self) -> list[Peer]:
-        if self.service is None:
-            raise RelayUnavailable(self.reason or "the relay has not started")
+        if self.off:
+            raise RelayUnavailable(self.reason)
         peers = await self.service.discover()
         self._names.remember_peers(peers)
         return peers
@@ -464,7 +439,7 @@ class RelayLink:
         return self._names.peers()
 
     async def deliver(self, peer: Peer, message: str) -> Ack:
-        if self.service is None:
+        if self.off:
             raise RelayUnavailable(self.reason)
         self.service.health.check_dir()  # nothing is sent from a directory that became unsafe
         try:

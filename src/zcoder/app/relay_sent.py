@@ -34,7 +34,7 @@ async def farewell(link: RelayLink, bound: float = FAREWELL_SECONDS) -> bool:
     """``dropped`` to the sender of every message that will not run; at most ``bound``
     seconds. ``False`` when nothing could be sent (no relay, or its receipts can no longer
     go out). Never raises but ``trio.Cancelled``."""
-    if not link.started or not link.receipts.alive:
+    if link.off or not link.receipts.alive:
         return False
     for envelope in link.unsettled():
         link.receipts.send(envelope, "dropped", _DROPPED)

@@ -79,7 +79,7 @@ class RelayService:
         *,
         settings: RelaySettings,
         settings_problem: str,
-        runtime_dir: Path,
+        runtime_dir: Path | None,
         env: Mapping[str, str],
         project: str,
         workspace: Path,
@@ -203,17 +203,18 @@ class RelayService:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Start, call ``started()`` once available or known unavailable, serve until
         cancelled. Never raises but ``trio.Cancelled``."""
-        started = [False]
+        started = False
 
         def signal_started() -> None:
-            started[0] = True
+            nonlocal started
+            started = True
             task_status.started()
 
         try:
             reason = self._startup_problem()
             if not reason:
                 reason = await self._serve(signal_started)
-            if started[0]:
+            if started:
                 self.health.fail(reason)  # a no-op when fail() ended it
             else:  # nothing was ever accepted: no spool to keep
                 self._remove_spool()
@@ -228,6 +229,8 @@ class RelayService:
             return self._settings_problem
         if self._settings.mode == "off":
             return "the relay is off (ZCODER_RELAY=off)"
+        if self._runtime_dir is None:
+            return "no private runtime directory"
         if not hasattr(socket, "AF_UNIX"):
             return "this system has no Unix-domain socket support"
         return ""
@@ -255,6 +258,7 @@ class RelayService:
     def _prepare(self) -> None:
         relay_dir = ensure_relay_dir(select_relay_dir(self._settings, self._env))
         self.health.relay_dir = relay_dir
+        assert self._runtime_dir is not None  # checked by _startup_problem
         root = self._runtime_dir / "relay"
         spool = Spool(
             root, max_queue=self._settings.max_queue, limits=self._limits, changes=self.changes

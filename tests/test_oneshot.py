@@ -24,7 +24,7 @@ from zcoder.conversation import EventRole, Message, ToolResult, TranscriptEvent
 from zcoder.live import Entry, TextDelta, ThinkingDelta, ToolUpdate
 from zcoder.oneshot import resume_hint
 from zcoder.oneshot_io import StreamSink, TtyApprover, approval_prompt
-from zcoder.session import SessionStore
+from zcoder.session.store import SessionStore
 
 MODEL = "qwen3-coder:latest"
 

@@ -21,7 +21,7 @@ from zcoder.approval import Answer
 from zcoder.conversation import Message
 from zcoder.errors import ModelHTTPError, SessionNotFound
 from zcoder.live import LiveEvent, TextDelta, ToolUpdate
-from zcoder.session import Session, SessionStore
+from zcoder.session.store import Session, SessionStore
 from zcoder.tools.registry import Toolbox, core_tools
 
 MODEL = "qwen3-coder:latest"

@@ -24,7 +24,7 @@ from zcoder.agent.ollama import OllamaClient
 from zcoder.app.backend import AgentBackend
 from zcoder.approval import Answer, ApprovalRequest
 from zcoder.config import RelaySettings
-from zcoder.session import SessionStore
+from zcoder.session.store import SessionStore
 
 MODEL = "qwen3-coder:latest"
 

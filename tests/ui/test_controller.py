@@ -22,7 +22,7 @@ from zcoder.approval import ApprovalRequest
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError, ZcoderError
 from zcoder.live import Entry, LiveEvent, StateChange, TextDelta, TurnSink
-from zcoder.session_data import SessionSummary
+from zcoder.session.data import SessionSummary
 from zcoder.ui.approval import ApprovalLine
 from zcoder.ui.backend import SessionRow, Unrun
 from zcoder.ui.controller import Controller

@@ -30,7 +30,7 @@ from zcoder.instructions import load_instructions
 from zcoder.live import ContextFill, Entry, StateChange, TurnSink
 
 if TYPE_CHECKING:
-    from zcoder.session import Session, SessionStore
+    from zcoder.session.store import Session, SessionStore
     from zcoder.tools.registry import Toolbox
 
 __all__ = ["Agent", "OutcomeStatus", "RelaySender", "TurnOutcome", "TurnRequest"]

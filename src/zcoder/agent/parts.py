@@ -22,7 +22,7 @@ from zcoder.live import Entry, ToolState, TurnSink
 from zcoder.tools.base import ToolResult
 
 if TYPE_CHECKING:
-    from zcoder.session import Session
+    from zcoder.session.store import Session
     from zcoder.tools.registry import Toolbox
 
 __all__ = ["CallOutcome", "Conversation", "TurnParts", "refusal"]

@@ -36,7 +36,7 @@ from zcoder.flat_text import one_line
 from zcoder.live import Entry, LiveEvent, ToolUpdate, TurnSink
 from zcoder.relay.spool import Claimed
 from zcoder.relay.targets import target_completions
-from zcoder.session import Session, SessionStore, SessionSummary
+from zcoder.session.store import Session, SessionStore, SessionSummary
 from zcoder.tools.base import Tool
 from zcoder.tools.registry import Toolbox, core_tools
 from zcoder.tools.relay_tools import SEND_AGENT_MESSAGE

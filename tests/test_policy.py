@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from zcoder.approval import Answer
 from zcoder.config import CommandPolicy, Profile
 from zcoder.conversation import Origin
-from zcoder.guard import MAX_NESTING
 from zcoder.policy import (
     DENIED_BY_POLICY,
     CommandVerdict,
@@ -22,7 +21,8 @@ from zcoder.policy import (
     denial_text,
     guard_command,
 )
-from zcoder.shellwords import SimpleCommand, split_commands
+from zcoder.shell.guard import MAX_NESTING
+from zcoder.shell.words import SimpleCommand, split_commands
 
 WS = Path("/work/proj")
 HOME = Path("/home/alice")

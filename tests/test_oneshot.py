@@ -19,7 +19,7 @@ import pytest
 
 from tests.fakes.ollama_server import FakeOllama
 from zcoder.agent.loop import STOP_MARKER
-from zcoder.approval import ApprovalRequest
+from zcoder.approval.questions import ApprovalRequest
 from zcoder.conversation import EventRole, Message, ToolResult, TranscriptEvent
 from zcoder.live import Entry, TextDelta, ThinkingDelta, ToolUpdate
 from zcoder.oneshot import resume_hint

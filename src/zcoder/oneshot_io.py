@@ -12,7 +12,7 @@ from typing import TextIO
 import trio
 
 from zcoder.agent.printed_calls import may_be_printed_call
-from zcoder.approval import Answer, ApprovalRequest
+from zcoder.approval.questions import Answer, ApprovalRequest
 from zcoder.live import Entry, LiveEvent, TextDelta, ThinkingDelta, ToolUpdate
 from zcoder.visible import escape_controls
 

@@ -22,7 +22,7 @@ from tests.fakes.ollama_server import FakeOllama
 from zcoder.agent.model import ModelClient, StallLimits
 from zcoder.agent.ollama import OllamaClient
 from zcoder.app.backend import AgentBackend
-from zcoder.approval import Answer, ApprovalRequest
+from zcoder.approval.questions import Answer, ApprovalRequest
 from zcoder.config import RelaySettings
 from zcoder.session.store import SessionStore
 

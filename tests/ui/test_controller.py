@@ -18,7 +18,7 @@ from prompt_toolkit.input import PipeInput, create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from zcoder.app.worker import RelayTurn, TurnWorker
-from zcoder.approval import ApprovalRequest
+from zcoder.approval.questions import ApprovalRequest
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError, ZcoderError
 from zcoder.live import Entry, LiveEvent, StateChange, TextDelta, TurnSink

@@ -22,7 +22,7 @@ from zcoder.agent.loop import Turn
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelClient, ModelInfo
 from zcoder.agent.parts import Conversation, TurnParts
 from zcoder.agent.turns import OutcomeStatus, RelaySender, TurnOutcome, TurnRequest
-from zcoder.approval import Approver
+from zcoder.approval.questions import Approver
 from zcoder.config import Config
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import ModelError, SessionError

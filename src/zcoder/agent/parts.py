@@ -15,7 +15,7 @@ import attrs
 
 from zcoder.agent.context import Calibration
 from zcoder.agent.model import ModelClient
-from zcoder.approval import Approver
+from zcoder.approval.questions import Approver
 from zcoder.config import Config
 from zcoder.conversation import EventRole, TranscriptEvent
 from zcoder.live import Entry, ToolState, TurnSink

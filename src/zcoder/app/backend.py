@@ -28,7 +28,7 @@ from zcoder.app.relay_send import PeerRefresh, send_command
 from zcoder.app.relay_sent import cancel_sent, close_intake, farewell
 from zcoder.app.relay_unrun import sender_label
 from zcoder.app.worker import RelayTurn
-from zcoder.approval import Approver
+from zcoder.approval.questions import Approver
 from zcoder.config import Config
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError, ModelError, SessionError, ZcoderError

@@ -7,7 +7,7 @@ from typing import Protocol
 
 import attrs
 
-from zcoder.approval import Answer, ApprovalRequest, Approver
+from zcoder.approval.questions import Answer, ApprovalRequest, Approver
 from zcoder.relay.envelope import Enqueue
 from zcoder.relay.registry import Peer
 from zcoder.visible import escape_controls

@@ -10,10 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zcoder.approval import Answer
-from zcoder.config import CommandPolicy, Profile
-from zcoder.conversation import Origin
-from zcoder.policy import (
+from zcoder.approval.policy import (
     DENIED_BY_POLICY,
     CommandVerdict,
     apply_answer,
@@ -21,6 +18,9 @@ from zcoder.policy import (
     denial_text,
     guard_command,
 )
+from zcoder.approval.questions import Answer
+from zcoder.config import CommandPolicy, Profile
+from zcoder.conversation import Origin
 from zcoder.shell.guard import MAX_NESTING
 from zcoder.shell.words import SimpleCommand, split_commands
 

@@ -27,7 +27,7 @@ from typing import Literal
 
 import attrs
 
-from zcoder.approval import Answer
+from zcoder.approval.questions import Answer
 from zcoder.config import CommandPolicy, Profile
 from zcoder.conversation import Origin
 from zcoder.shell.guard import guard_command

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from zcoder import __version__
-from zcoder.decimal_text import plain_int
 from zcoder.defaults import DEFAULT_HOST, DEFAULT_MODEL
+from zcoder.text.decimal import plain_int
 
 if TYPE_CHECKING:
     from zcoder.config import RawOptions

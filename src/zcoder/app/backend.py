@@ -32,11 +32,11 @@ from zcoder.approval.questions import Approver
 from zcoder.config import Config
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError, ModelError, SessionError, ZcoderError
-from zcoder.flat_text import one_line
 from zcoder.live import Entry, LiveEvent, ToolUpdate, TurnSink
 from zcoder.relay.spool import Claimed
 from zcoder.relay.targets import target_completions
 from zcoder.session.store import Session, SessionStore, SessionSummary
+from zcoder.text.flat import one_line
 from zcoder.tools.base import Tool
 from zcoder.tools.registry import Toolbox, core_tools
 from zcoder.tools.relay_tools import SEND_AGENT_MESSAGE

@@ -43,11 +43,11 @@ from zcoder.relay.listing import peer_table
 from zcoder.relay.registry import Peer
 from zcoder.relay.service import RelayService
 from zcoder.relay.spool import Claimed, Spool, SpoolFault
+from zcoder.text.visible import escape_controls
 from zcoder.tools.base import Tool
 from zcoder.tools.relay_tools import check_send, message_status_tool, relay_tools
 from zcoder.ui.agents_text import OFF_REASON, AgentsView, not_listed, unavailable_line
 from zcoder.ui.backend import Unrun
-from zcoder.visible import escape_controls
 
 __all__ = ["RelayLink"]
 

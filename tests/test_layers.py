@@ -35,7 +35,6 @@ FLOORS: dict[str, int] = {
     "zcoder.ui": 4,
     "zcoder.app": 5,
     "zcoder.oneshot": 5,
-    "zcoder.oneshot_io": 5,
     "zcoder.prepare": 5,
     "zcoder.agents_cmd": 5,
     "zcoder.cli": 6,

@@ -167,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"zcoder: {exc}\n")
         return 2
     if config.prompt is not None:
-        from zcoder.oneshot import run_oneshot
+        from zcoder.oneshot.run import run_oneshot
 
         return run_oneshot(config)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):

@@ -22,8 +22,8 @@ from zcoder.agent.loop import STOP_MARKER
 from zcoder.approval.questions import ApprovalRequest
 from zcoder.conversation import EventRole, Message, ToolResult, TranscriptEvent
 from zcoder.live import Entry, TextDelta, ThinkingDelta, ToolUpdate
-from zcoder.oneshot import resume_hint
-from zcoder.oneshot_io import StreamSink, TtyApprover, approval_prompt
+from zcoder.oneshot.run import resume_hint
+from zcoder.oneshot.terminal import StreamSink, TtyApprover, approval_prompt
 from zcoder.session.store import SessionStore
 
 MODEL = "qwen3-coder:latest"

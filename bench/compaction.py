@@ -50,7 +50,7 @@ from tests.agent.doubles import FakeSession, FakeToolbox, make_config
 from zcoder.agent.agent import Agent
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo
 from zcoder.agent.turns import RelaySender, TurnRequest
-from zcoder.approval import Answer, ApprovalRequest
+from zcoder.approval.questions import Answer, ApprovalRequest
 from zcoder.conversation import Message, ToolCall
 from zcoder.errors import ModelHTTPError
 from zcoder.live import ContextFill, Entry, LiveEvent

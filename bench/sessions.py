@@ -28,16 +28,16 @@ from typing import Any
 
 import trio
 
-import zcoder.session_saves as saves
+import zcoder.session.saves as saves
 from bench.relay import blocking_request, frame_of
 from zcoder.conversation import Message, ToolCall, TranscriptEvent
 from zcoder.relay.envelope import Limits
 from zcoder.relay.listener import Listener, open_unix_listener
 from zcoder.relay.paths import reserve_instance
 from zcoder.relay.spool import Spool
-from zcoder.session import Session, SessionStore
-from zcoder.session_data import converter
-from zcoder.session_files import write_atomic
+from zcoder.session.data import converter
+from zcoder.session.files import write_atomic
+from zcoder.session.store import Session, SessionStore
 
 MARKS = (10, 100, 500)
 _WINDOW = 10  # turns measured around each mark
@@ -82,7 +82,7 @@ class Journal:
     def __init__(self, store: SessionStore) -> None:
         self.store = store
         self.written = 0
-        # Wrapped where session_saves looks them up: the bytes it hands to the disk.
+        # Wrapped where session.saves looks them up: the bytes it hands to the disk.
         real_append, real_atomic = vars(saves)["append_at"], vars(saves)["write_atomic"]
 
         def append_at(path: Path, offset: int, data: bytes) -> None:

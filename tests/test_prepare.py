@@ -14,7 +14,7 @@ from zcoder.conversation import Message
 from zcoder.errors import ConfigError, SessionError, SessionLocked, SessionNotFound
 from zcoder.logfile import QuietFileHandler
 from zcoder.prepare import PreparedRun, prepare_run, take_server_choice
-from zcoder.session import SessionStore
+from zcoder.session.store import SessionStore
 
 OLD, NEW = "old-model:1b", "new-model:7b"
 

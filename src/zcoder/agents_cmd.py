@@ -24,7 +24,7 @@ from zcoder.errors import ConfigError, RelayError
 from zcoder.relay.listing import peer_record, peer_table
 from zcoder.relay.paths import ensure_relay_dir, select_relay_dir
 from zcoder.relay.registry import Peer, discover
-from zcoder.visible import escape_controls
+from zcoder.text.visible import escape_controls
 
 __all__ = ["run_agents"]
 

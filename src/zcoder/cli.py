@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from zcoder import __version__
-from zcoder.decimal_text import plain_int
 from zcoder.defaults import DEFAULT_HOST, DEFAULT_MODEL
+from zcoder.text.decimal import plain_int
 
 if TYPE_CHECKING:
     from zcoder.config import RawOptions
@@ -167,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"zcoder: {exc}\n")
         return 2
     if config.prompt is not None:
-        from zcoder.oneshot import run_oneshot
+        from zcoder.oneshot.run import run_oneshot
 
         return run_oneshot(config)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):

@@ -16,7 +16,6 @@ from typing import Any, Literal, cast
 
 import attrs
 
-from zcoder.decimal_text import plain_float, plain_int
 from zcoder.defaults import DEFAULT_HOST, DEFAULT_MODEL
 from zcoder.errors import ConfigError
 from zcoder.relay.limits import (
@@ -37,6 +36,7 @@ from zcoder.relay.settings import (
     RelayMode,
     RelaySettings,
 )
+from zcoder.text.decimal import plain_float, plain_int
 
 __all__ = [
     "APIS",

@@ -5,7 +5,7 @@ meets them; everything above sees only these. ``trio.Cancelled`` is never caught
 Every exception class that leaves its module is defined here (modules re-export the ones
 they raise, e.g. ``relay.envelope.Rejected``). The only others are private signals that
 never leave their module (``relay.client._Ambiguous``, ``relay.envelope._FieldError``,
-``relay.manifest._Bad``, ``guard._Blocked``). ``ZcoderError`` itself is never raised: a
+``relay.manifest._Bad``, ``shell.guard._Blocked``). ``ZcoderError`` itself is never raised: a
 problem the UI shows is raised as the subclass that says what failed.
 
     ZcoderError

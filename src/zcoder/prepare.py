@@ -22,8 +22,8 @@ import attrs
 from zcoder.config import Config
 from zcoder.errors import ConfigError, SessionError
 from zcoder.logfile import install_log
-from zcoder.session import Session, SessionStore
-from zcoder.visible import escape_controls
+from zcoder.session.store import Session, SessionStore
+from zcoder.text.visible import escape_controls
 
 __all__ = ["PreparedRun", "prepare_or_say", "prepare_run", "take_server_choice"]
 

@@ -12,7 +12,7 @@ import trio
 
 from zcoder.agent.approvals import SEND
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo
-from zcoder.approval import Answer, ApprovalRequest
+from zcoder.approval.questions import Answer, ApprovalRequest
 from zcoder.config import Config
 from zcoder.conversation import Message, ToolCall, TranscriptEvent
 from zcoder.errors import ToolError

@@ -17,11 +17,11 @@ from zcoder.agent.agent import Agent, RelaySender, TurnOutcome, TurnRequest
 from zcoder.agent.loop import STOP_MARKER
 from zcoder.agent.model import ChatRequest, StallLimits
 from zcoder.agent.ollama import OllamaClient
-from zcoder.approval import Answer
+from zcoder.approval.questions import Answer
 from zcoder.conversation import Message
 from zcoder.errors import ModelHTTPError, SessionNotFound
 from zcoder.live import LiveEvent, TextDelta, ToolUpdate
-from zcoder.session import Session, SessionStore
+from zcoder.session.store import Session, SessionStore
 from zcoder.tools.registry import Toolbox, core_tools
 
 MODEL = "qwen3-coder:latest"

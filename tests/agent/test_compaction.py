@@ -29,7 +29,7 @@ from zcoder.agent.compaction import (
 from zcoder.agent.context import Budget, Calibration, Window, estimate_tokens
 from zcoder.agent.turns import STOP_MARKER, RelaySender, relay_record
 from zcoder.conversation import Message, ToolCall
-from zcoder.flat_text import one_line
+from zcoder.text.flat import one_line
 
 WINDOWS = (2048, 4096, 8192, 32768)
 FOCUS = "the parser rewrite in src/parse.py and its failing tests"

@@ -29,7 +29,8 @@ from zcoder.agent.agent import Agent, RelaySender, TurnOutcome, TurnRequest
 from zcoder.agent.loop import DEFAULT_NUM_CTX, STOP_MARKER, estimate_tokens
 from zcoder.agent.loop_guard import EMPTY_REPLY_NUDGE, MAX_STEPS, REPEAT_WARNING
 from zcoder.agent.model import ChatChunk
-from zcoder.approval import Answer
+from zcoder.approval.policy import DENIED_BY_POLICY
+from zcoder.approval.questions import Answer
 from zcoder.conversation import Message, ToolCall
 from zcoder.errors import (
     IncompleteStream,
@@ -41,7 +42,6 @@ from zcoder.errors import (
     StreamStalled,
 )
 from zcoder.live import ContextFill, LiveEvent, StateChange, TextDelta, ToolUpdate
-from zcoder.policy import DENIED_BY_POLICY
 from zcoder.tools import schema
 from zcoder.tools.base import Tool, ToolContext, ToolResult
 from zcoder.tools.finish import FINISH

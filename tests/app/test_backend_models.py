@@ -11,7 +11,7 @@ import pytest
 from tests.agent.doubles import RecordingSink, make_config
 from zcoder.app.backend import AgentBackend
 from zcoder.errors import CommandError
-from zcoder.session import SessionStore
+from zcoder.session.store import SessionStore
 
 
 class _Kind:

@@ -22,9 +22,9 @@ from tests.fakes.ollama_server import FakeOllama
 from zcoder.agent.model import ModelClient, StallLimits
 from zcoder.agent.ollama import OllamaClient
 from zcoder.app.backend import AgentBackend
-from zcoder.approval import Answer, ApprovalRequest
+from zcoder.approval.questions import Answer, ApprovalRequest
 from zcoder.config import RelaySettings
-from zcoder.session import SessionStore
+from zcoder.session.store import SessionStore
 
 MODEL = "qwen3-coder:latest"
 

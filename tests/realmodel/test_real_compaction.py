@@ -41,7 +41,7 @@ from zcoder.app.schedule import EXCHANGE_BOUND
 from zcoder.config import RelaySettings
 from zcoder.conversation import TranscriptEvent
 from zcoder.relay.outbox import Sent
-from zcoder.session_data import Session, parse_session
+from zcoder.session.data import Session, parse_session
 
 pytestmark = [pytest.mark.realmodel, pytest.mark.timeout(420)]
 

@@ -11,7 +11,7 @@ import pytest
 from tests.relay.helpers import make_manifest
 from zcoder.relay.listing import NO_PEERS, TABLE_WIDTH, peer_table, shorten_middle
 from zcoder.relay.registry import Peer
-from zcoder.visible import is_control
+from zcoder.text.visible import is_control
 
 R = Path("/r")
 

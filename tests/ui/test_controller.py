@@ -18,11 +18,11 @@ from prompt_toolkit.input import PipeInput, create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from zcoder.app.worker import RelayTurn, TurnWorker
-from zcoder.approval import ApprovalRequest
+from zcoder.approval.questions import ApprovalRequest
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError, ZcoderError
 from zcoder.live import Entry, LiveEvent, StateChange, TextDelta, TurnSink
-from zcoder.session_data import SessionSummary
+from zcoder.session.data import SessionSummary
 from zcoder.ui.agents_text import RUNS_AGAIN, stopped_notice
 from zcoder.ui.approval import ApprovalLine
 from zcoder.ui.backend import SessionRow, Unrun

@@ -16,7 +16,7 @@ from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.input import PipeInput, create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from zcoder.approval import ApprovalRequest
+from zcoder.approval.questions import ApprovalRequest
 from zcoder.ui.approval import GUARD, ApprovalLine, count_rows, full_text
 from zcoder.ui.events import CancelTurn, ExitRequest, Submit, UiEvent
 from zcoder.ui.history import PromptHistory

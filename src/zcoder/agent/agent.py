@@ -22,7 +22,7 @@ from zcoder.agent.loop import Turn
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelClient, ModelInfo
 from zcoder.agent.parts import Conversation, TurnParts
 from zcoder.agent.turns import OutcomeStatus, RelaySender, TurnOutcome, TurnRequest
-from zcoder.approval import Approver
+from zcoder.approval.questions import Approver
 from zcoder.config import Config
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import ModelError, SessionError
@@ -30,7 +30,7 @@ from zcoder.instructions import load_instructions
 from zcoder.live import ContextFill, Entry, StateChange, TurnSink
 
 if TYPE_CHECKING:
-    from zcoder.session import Session, SessionStore
+    from zcoder.session.store import Session, SessionStore
     from zcoder.tools.registry import Toolbox
 
 __all__ = ["Agent", "OutcomeStatus", "RelaySender", "TurnOutcome", "TurnRequest"]

@@ -23,11 +23,17 @@ from pathlib import Path
 
 from zcoder.agent.parts import CallOutcome, TurnParts, refusal
 from zcoder.agent.turns import RelaySender
-from zcoder.approval import ApprovalRequest
+from zcoder.approval.policy import (
+    CommandVerdict,
+    apply_answer,
+    control_file,
+    decide_command,
+    denial_text,
+)
+from zcoder.approval.questions import ApprovalRequest
 from zcoder.conversation import Origin
 from zcoder.errors import ToolError, WorkspaceError
 from zcoder.live import StateChange
-from zcoder.policy import CommandVerdict, apply_answer, control_file, decide_command, denial_text
 from zcoder.tools.patch import parse_patch
 from zcoder.tools.registry import CheckedCall
 from zcoder.tools.workspace import existing_dir

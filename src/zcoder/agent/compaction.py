@@ -29,7 +29,7 @@ import attrs
 from zcoder.agent.context import Budget, Calibration, estimate_tokens, message_tokens
 from zcoder.agent.turns import STOP_MARKER
 from zcoder.conversation import Message, ToolCall
-from zcoder.flat_text import one_line
+from zcoder.text.flat import one_line
 from zcoder.tools.output import cap_text
 
 __all__ = [

@@ -20,7 +20,7 @@ from zcoder.agent.compaction import Plan, Sizes, compacted_history, summary_requ
 from zcoder.agent.model import ChatRequest, ModelClient
 from zcoder.conversation import Message
 from zcoder.errors import ModelError, ServerUnavailable
-from zcoder.flat_text import one_line
+from zcoder.text.flat import one_line
 from zcoder.tools.output import cap_text
 
 __all__ = ["Compacted", "run_plan"]

@@ -15,14 +15,14 @@ import attrs
 
 from zcoder.agent.context import Calibration
 from zcoder.agent.model import ModelClient
-from zcoder.approval import Approver
+from zcoder.approval.questions import Approver
 from zcoder.config import Config
 from zcoder.conversation import EventRole, TranscriptEvent
 from zcoder.live import Entry, ToolState, TurnSink
 from zcoder.tools.base import ToolResult
 
 if TYPE_CHECKING:
-    from zcoder.session import Session
+    from zcoder.session.store import Session
     from zcoder.tools.registry import Toolbox
 
 __all__ = ["CallOutcome", "Conversation", "TurnParts", "refusal"]

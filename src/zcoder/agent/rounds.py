@@ -29,8 +29,8 @@ from zcoder.errors import (
     StreamErrorLine,
     StreamStalled,
 )
-from zcoder.flat_text import one_line
 from zcoder.live import StateChange, ToolState, ToolUpdate
+from zcoder.text.flat import one_line
 from zcoder.tools.base import ToolContext, ToolResult
 from zcoder.tools.registry import CheckedCall
 

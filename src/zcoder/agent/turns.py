@@ -7,7 +7,7 @@ from typing import Literal
 import attrs
 
 from zcoder.conversation import Origin
-from zcoder.flat_text import one_line as _one_line
+from zcoder.text.flat import one_line as _one_line
 
 __all__ = [
     "STOP_MARKER",

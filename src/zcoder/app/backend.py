@@ -26,13 +26,13 @@ from zcoder.app.relay_send import PeerRefresh, send_command
 from zcoder.app.relay_sent import cancel_sent, farewell
 from zcoder.app.runner import TurnRunner
 from zcoder.app.server import ModelServer
-from zcoder.approval import Approver
+from zcoder.approval.questions import Approver
 from zcoder.config import Config
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import SessionError
 from zcoder.live import Entry, LiveEvent, ToolUpdate, TurnSink
 from zcoder.relay.targets import target_completions
-from zcoder.session import Session, SessionStore, SessionSummary
+from zcoder.session.store import Session, SessionStore, SessionSummary
 from zcoder.tools.base import Tool
 from zcoder.tools.registry import Toolbox, core_tools
 from zcoder.tools.relay_tools import SEND_AGENT_MESSAGE

@@ -41,9 +41,9 @@ from zcoder.config import INBOUND_MODES, InboundMode
 from zcoder.errors import CommandError
 from zcoder.relay.envelope import Enqueue
 from zcoder.relay.spool import Arrived, Claimed
+from zcoder.text.visible import escape_controls
 from zcoder.ui.slash import age
 from zcoder.ui.text import one_line, shorten
-from zcoder.visible import escape_controls
 
 __all__ = [
     "INBOX_ACTIONS",

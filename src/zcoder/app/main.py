@@ -35,7 +35,7 @@ from zcoder.config import Config
 from zcoder.live import LiveEvent
 from zcoder.prepare import prepare_or_say
 from zcoder.runtime import open_runtime_dir
-from zcoder.session import Session, SessionStore
+from zcoder.session.store import Session, SessionStore
 from zcoder.ui.backend import Unrun
 from zcoder.ui.controller import Controller
 from zcoder.ui.events import ExitRequest, Intent, Show, UiEvent, WorkerEvent

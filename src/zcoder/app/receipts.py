@@ -30,7 +30,6 @@ import trio
 
 from zcoder.agent.turns import TurnOutcome
 from zcoder.errors import RelayError
-from zcoder.flat_text import one_line
 from zcoder.live import LiveEvent, ToolUpdate, TurnSink
 from zcoder.relay import client
 from zcoder.relay.envelope import Receipt
@@ -42,6 +41,7 @@ from zcoder.relay.receipt_states import (
     MAX_DETAIL_CHARS,
     RECEIPT_STATES,
 )
+from zcoder.text.flat import one_line
 
 __all__ = [
     "COMMANDS_NOTE",

@@ -53,6 +53,7 @@ from zcoder.relay.listing import peer_table
 from zcoder.relay.registry import Peer
 from zcoder.relay.service import RelayService
 from zcoder.relay.spool import Arrived, Claimed, Spool, SpoolFault
+from zcoder.text.visible import escape_controls
 from zcoder.tools.base import Tool
 from zcoder.tools.relay_tools import check_send, message_status_tool, relay_tools
 from zcoder.ui.agents_text import (
@@ -65,7 +66,6 @@ from zcoder.ui.agents_text import (
     unavailable_line,
 )
 from zcoder.ui.backend import Unrun
-from zcoder.visible import escape_controls
 
 __all__ = ["RelayLink"]
 

@@ -7,10 +7,10 @@ from typing import Protocol
 
 import attrs
 
-from zcoder.approval import Answer, ApprovalRequest, Approver
+from zcoder.approval.questions import Answer, ApprovalRequest, Approver
 from zcoder.relay.envelope import Enqueue
 from zcoder.relay.registry import Peer
-from zcoder.visible import escape_controls
+from zcoder.text.visible import escape_controls
 
 __all__ = ["SendLabels", "SendNaming", "TargetNames"]
 

@@ -23,12 +23,12 @@ from pathlib import Path
 from zcoder.app.receipts import ReceiptSender
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError
-from zcoder.flat_text import one_line
 from zcoder.relay.envelope import Ack, Cancel, Enqueue, Receipt
 from zcoder.relay.limits import PROTOCOL_VERSION
 from zcoder.relay.outbox import Outbox, Sent
 from zcoder.relay.spool import Spool, SpoolFault
-from zcoder.visible import escape_controls
+from zcoder.text.flat import one_line
+from zcoder.text.visible import escape_controls
 
 __all__ = ["NO_RECEIPTS", "RelayOutbox", "headline"]
 

@@ -17,7 +17,7 @@ from zcoder.agent.rounds import describe_model_error
 from zcoder.agent.servers import missing_model_fix
 from zcoder.config import Config
 from zcoder.errors import CommandError, ModelError, ZcoderError
-from zcoder.flat_text import one_line
+from zcoder.text.flat import one_line
 
 __all__ = ["ModelServer"]
 

@@ -18,7 +18,7 @@ import unicodedata
 import attrs
 
 from zcoder.relay.registry import Peer
-from zcoder.visible import escape_controls
+from zcoder.text.visible import escape_controls
 
 __all__ = ["NO_PEERS", "TABLE_WIDTH", "peer_record", "peer_table", "shorten_middle"]
 

@@ -51,7 +51,7 @@ from zcoder.relay.manifest import (
     remove_manifest,
 )
 from zcoder.relay.protocol import INSTANCE_ID_RE
-from zcoder.visible import escape_controls
+from zcoder.text.visible import escape_controls
 
 __all__ = [
     "MAX_DIR_ENTRIES",

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from zcoder.errors import CommandError
 from zcoder.relay.listing import NO_PEERS
 from zcoder.relay.registry import Peer
-from zcoder.visible import escape_controls
+from zcoder.text.visible import escape_controls
 
 __all__ = ["MAX_CANDIDATES", "describe_peer", "resolve_target", "target_completions"]
 

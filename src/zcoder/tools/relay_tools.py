@@ -20,8 +20,8 @@ from zcoder.errors import RelayError, ToolError
 from zcoder.relay.envelope import Ack
 from zcoder.relay.listing import NO_PEERS
 from zcoder.relay.registry import Peer
+from zcoder.text.visible import escape_controls
 from zcoder.tools.base import Tool, ToolContext, ToolResult, ToolSpec
-from zcoder.visible import escape_controls
 
 __all__ = [
     "AGENT_MESSAGE_STATUS",

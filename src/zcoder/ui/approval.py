@@ -18,7 +18,7 @@ import trio
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.utils import get_cwidth
 
-from zcoder.approval import Answer, ApprovalRequest
+from zcoder.approval.questions import Answer, ApprovalRequest
 from zcoder.config import DEFAULT_APPROVAL_GUARD_MS
 from zcoder.ui.render import indent
 from zcoder.ui.text import one_line, visible

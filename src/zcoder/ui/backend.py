@@ -13,7 +13,7 @@ from typing import Protocol
 import attrs
 
 from zcoder.conversation import TranscriptEvent
-from zcoder.session_data import SessionSummary
+from zcoder.session.data import SessionSummary
 
 __all__ = ["Backend", "SessionRow", "Unrun"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 
-from zcoder.flat_text import one_line as flat
-from zcoder.visible import control_token, is_control
+from zcoder.text.flat import one_line as flat
+from zcoder.text.visible import control_token, is_control
 
 __all__ = ["CTRL_STYLE", "one_line", "shorten", "visible", "visible_text"]
 

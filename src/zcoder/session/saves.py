@@ -9,10 +9,10 @@ from typing import Any
 
 import attrs
 
-from zcoder import session_journal as journal
 from zcoder.conversation import Message, TranscriptEvent
-from zcoder.session_data import Session, converter
-from zcoder.session_files import append_at, write_atomic
+from zcoder.session import journal
+from zcoder.session.data import Session, converter
+from zcoder.session.files import append_at, write_atomic
 
 __all__ = ["SavedFile", "write_session"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import attrs
 
-from zcoder.shellforms import ansi_c, ansi_c_end
+from zcoder.shell.forms import ansi_c, ansi_c_end
 
 __all__ = ["SimpleCommand", "split_commands"]
 

@@ -15,7 +15,7 @@ import cattrs
 
 from zcoder.conversation import Message, TranscriptEvent
 from zcoder.errors import SessionCorrupt
-from zcoder.session_journal import MAX_FILE_BYTES, Decoded, decode
+from zcoder.session.journal import MAX_FILE_BYTES, Decoded, decode
 
 __all__ = [
     "DEFAULT_TITLE",

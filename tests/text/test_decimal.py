@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zcoder.decimal_text import plain_float, plain_int
+from zcoder.text.decimal import plain_float, plain_int
 
 
 @pytest.mark.parametrize(("text", "value"), [("0", 0), ("16", 16), ("007", 7)])

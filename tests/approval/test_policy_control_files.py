@@ -6,8 +6,13 @@ from pathlib import Path, PurePath
 
 import pytest
 
+from zcoder.approval.policy import (
+    CommandVerdict,
+    command_control_files,
+    control_file,
+    decide_command,
+)
 from zcoder.conversation import Origin
-from zcoder.policy import CommandVerdict, command_control_files, control_file, decide_command
 
 WS, HOME = PurePath("/w/proj"), PurePath("/home/u/.config/zcoder")
 

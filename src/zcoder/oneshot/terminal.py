@@ -1,7 +1,7 @@
 """The one-shot mode's terminal side: the answer on stdout, activity on stderr, and
 approvals read from ``/dev/tty`` (so they work while stdout and stdin are redirected).
 
-Model and relay text reaches the terminal only through ``visible``, so escape sequences or
+Model and relay text reaches the terminal only through ``text.visible``, so escape sequences or
 bidi overrides in it cannot forge a prompt or repaint the screen.
 """
 
@@ -12,9 +12,9 @@ from typing import TextIO
 import trio
 
 from zcoder.agent.printed_calls import may_be_printed_call
-from zcoder.approval import Answer, ApprovalRequest
+from zcoder.approval.questions import Answer, ApprovalRequest
 from zcoder.live import Entry, LiveEvent, TextDelta, ThinkingDelta, ToolUpdate
-from zcoder.visible import escape_controls
+from zcoder.text.visible import escape_controls
 
 __all__ = ["StreamSink", "TtyApprover", "approval_prompt"]
 

@@ -5,7 +5,7 @@ digits of sha256(workspace NUL profile); ``.scope.json`` beside them records the
 profile for people reading the directory. Directories are 0700, files 0600.
 
 A save costs what it adds: the file is a snapshot line followed by one journal line per save
-(``session_journal``), appended in place and flushed (``fdatasync``); now and then (when the
+(``journal``), appended in place and flushed (``fdatasync``); now and then (when the
 journal outgrows the snapshot) a save writes a fresh snapshot atomically instead (private
 temp file, fsync, ``os.replace``, fsync of the directory). A crash mid-append leaves a torn
 last line, which is ignored on load and overwritten by the next save; a crash mid-snapshot
@@ -38,7 +38,7 @@ import attrs
 import trio
 
 from zcoder.errors import SessionCorrupt, SessionError, SessionLocked, SessionNotFound
-from zcoder.session_data import (
+from zcoder.session.data import (
     DEFAULT_TITLE,
     TITLE_LIMIT,
     Session,
@@ -47,9 +47,9 @@ from zcoder.session_data import (
     parse_session,
     title_from_prompt,
 )
-from zcoder.session_files import SessionLocks, write_atomic
-from zcoder.session_journal import FORMAT_VERSION, MAX_FILE_BYTES, Decoded
-from zcoder.session_saves import SavedFile, write_session
+from zcoder.session.files import SessionLocks, write_atomic
+from zcoder.session.journal import FORMAT_VERSION, MAX_FILE_BYTES, Decoded
+from zcoder.session.saves import SavedFile, write_session
 
 __all__ = [
     "DEFAULT_TITLE",

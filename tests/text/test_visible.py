@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from zcoder.visible import escape_controls, is_control
+from zcoder.text.visible import escape_controls, is_control
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zcoder.flat_text import one_line
+from zcoder.text.flat import one_line
 
 
 def test_folds_every_whitespace_run_and_strips_the_ends() -> None:

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import attrs
 
-from zcoder.shellforms import parameter_word
-from zcoder.shellwords import SimpleCommand, split_commands
-from zcoder.shellwrappers import shell_script, strip_wrappers
+from zcoder.shell.forms import parameter_word
+from zcoder.shell.words import SimpleCommand, split_commands
+from zcoder.shell.wrappers import shell_script, strip_wrappers
 
 __all__ = ["MAX_NESTING", "guard_command"]
 

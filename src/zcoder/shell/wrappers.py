@@ -13,7 +13,7 @@ import posixpath
 import re
 from collections.abc import Callable, Sequence
 
-from zcoder.shellwords import SimpleCommand
+from zcoder.shell.words import SimpleCommand
 
 __all__ = ["shell_script", "strip_wrappers"]
 

@@ -13,10 +13,10 @@ import trio.lowlevel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import zcoder.session_saves
+import zcoder.session.saves
 from zcoder.conversation import Message, ToolCall, TranscriptEvent
 from zcoder.errors import SessionCorrupt
-from zcoder.session import Session, SessionStore
+from zcoder.session.store import Session, SessionStore
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ def test_model_and_title_changes_are_journal_entries(store: SessionStore) -> Non
 def test_the_journal_is_compacted_into_one_snapshot_now_and_then(
     store: SessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(zcoder.session_saves, "COMPACT_FLOOR", 0)
+    monkeypatch.setattr(zcoder.session.saves, "COMPACT_FLOOR", 0)
     s = store.create("m")
     sizes = []
     for n in range(40):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from zcoder.errors import SessionLocked
-from zcoder.session_files import SessionLocks, write_atomic
+from zcoder.session.files import SessionLocks, write_atomic
 
 
 def test_write_atomic_replaces_with_a_private_file(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 ``decide_command`` turns (policy, profile, turn origin, earlier grant) into run / ask / deny /
 blocked; ``apply_answer`` says what the user's answer means; ``guard_command`` (from
-``zcoder.guard``) is the catastrophic-command guard that runs before approval in sysadmin.
+``zcoder.shell.guard``) is the catastrophic-command guard that runs before approval in sysadmin.
 
 Decision order: ``deny`` policy first; then in sysadmin the guard, and every other command
 asks with ``y``/``n`` (``--yes`` never reaches here: config refuses it); in coding ``allow``
@@ -27,10 +27,10 @@ from typing import Literal
 
 import attrs
 
-from zcoder.approval import Answer
+from zcoder.approval.questions import Answer
 from zcoder.config import CommandPolicy, Profile
 from zcoder.conversation import Origin
-from zcoder.guard import guard_command
+from zcoder.shell.guard import guard_command
 
 __all__ = [
     "DENIED_BY_POLICY",

@@ -21,9 +21,9 @@ import trio
 from zcoder.agent.agent import Agent, TurnOutcome, TurnRequest
 from zcoder.agent.connect import choose_server, make_client
 from zcoder.config import Config
-from zcoder.oneshot_io import StreamSink, TtyApprover
+from zcoder.oneshot.terminal import StreamSink, TtyApprover
 from zcoder.prepare import PreparedRun, prepare_or_say, take_server_choice
-from zcoder.session import Session, SessionStore
+from zcoder.session.store import Session, SessionStore
 from zcoder.tools.registry import Toolbox, core_tools
 
 __all__ = ["exit_status", "resume_hint", "run_oneshot"]

@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 
-from zcoder.shellwords import split_commands
+from zcoder.shell.words import split_commands
 
 BASH = shutil.which("bash")
 pytestmark = pytest.mark.skipif(BASH is None, reason="bash is not installed")

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-import zcoder.session_journal
+import zcoder.session.journal
 from zcoder.conversation import Message, ToolCall, TranscriptEvent
 from zcoder.errors import SessionCorrupt, SessionError, SessionLocked, SessionNotFound
-from zcoder.session import DEFAULT_TITLE, Session, SessionStore, SessionSummary
+from zcoder.session.store import DEFAULT_TITLE, Session, SessionStore, SessionSummary
 
 
 @pytest.fixture
@@ -335,7 +335,7 @@ def test_second_open_in_the_same_process_is_refused_until_released(
 _HOLDER = """
 import sys
 from pathlib import Path
-from zcoder.session import SessionStore
+from zcoder.session.store import SessionStore
 store = SessionStore(Path(sys.argv[1]), Path(sys.argv[2]), "coding")
 store.open(sys.argv[3])
 print("ready", flush=True)
@@ -475,7 +475,7 @@ def test_a_session_too_large_to_open_is_not_written(
     s.record_user_prompt("hi")
     store.save(s)
     saved = store.dir.joinpath(f"{s.id}.json").read_bytes()
-    monkeypatch.setattr(zcoder.session_journal, "MAX_FILE_BYTES", len(saved) + 100)
+    monkeypatch.setattr(zcoder.session.journal, "MAX_FILE_BYTES", len(saved) + 100)
     s.history.append(Message(role="user", content="x" * 200))
     with pytest.raises(SessionError, match=r"would be over \d+ bytes; start a new session"):
         store.save(s)

@@ -1,0 +1,1 @@
+"""Tests of ``zcoder.approval``: the approval decisions and the control-file checks."""

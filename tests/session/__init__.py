@@ -1,0 +1,1 @@
+"""Tests of ``zcoder.session``: the store, its files and its journal."""

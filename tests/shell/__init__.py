@@ -1,0 +1,1 @@
+"""Tests of ``zcoder.shell``: the lexer against real bash."""

@@ -41,8 +41,8 @@ from pathlib import Path
 import attrs
 import trio
 
-from zcoder.app.receipts import ReceiptSender
-from zcoder.app.relay_outbox import RelayOutbox
+from zcoder.app.relay.outbox import RelayOutbox
+from zcoder.app.relay.receipts import ReceiptSender
 from zcoder.relay import client
 from zcoder.relay.envelope import Ack, Enqueue, Limits, decode_ack
 from zcoder.relay.listener import Listener, open_unix_listener

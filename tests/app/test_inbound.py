@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from zcoder.app.inbound import Effect, Inbound, PutBack, Remove, Say, Settle, Tell, sender_label
+from zcoder.app.relay.inbound import (
+    Effect,
+    Inbound,
+    PutBack,
+    Remove,
+    Say,
+    Settle,
+    Tell,
+    sender_label,
+)
 from zcoder.app.schedule import EXCHANGE_BOUND, InboundMode
 from zcoder.errors import CommandError
 from zcoder.relay.envelope import Enqueue

@@ -12,7 +12,7 @@ import trio.testing
 
 from tests.agent.doubles import call, text, tools
 from tests.app.test_relay_app import Instance, last_user_message, send, start
-from zcoder.app.receipts import MessageRef
+from zcoder.app.relay.receipts import MessageRef
 from zcoder.app.schedule import EXCHANGE_BOUND
 from zcoder.config import RelaySettings
 from zcoder.errors import ZcoderError

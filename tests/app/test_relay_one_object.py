@@ -1,44 +1,65 @@
-"""The app uses the relay through one object, ``RelayLink`` (issue 8 item 10): no module
-but ``app/relay.py`` imports ``RelayService`` or reaches through a link to its service."""
+"""The app uses the relay through one object: only ``app/relay/`` (``RelayLink`` and what it
+owns) reaches the relay service or the spool. Anywhere else in the app, the agent, the UI
+or the tools: no import of ``RelayService`` or ``Spool``, no attribute named ``service``,
+``spool`` or ``_spool`` read on anything (whatever the variable is called), and no path
+built with a spool folder's name."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+import pytest
+
+from zcoder.relay.spool_fault import SPOOL_DIRS
+
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "zcoder"
-LINK = PACKAGE / "app" / "relay.py"
+OWNERS = (PACKAGE / "app" / "relay", PACKAGE / "relay")
+_CLASSES = {"RelayService", "Spool"}
+_ATTRIBUTES = {"service", "spool", "_spool"}
 
 
 def _outside_modules() -> list[Path]:
-    """Every source module but the link and the relay package itself."""
-    return [
-        p
-        for p in sorted(PACKAGE.rglob("*.py"))
-        if p != LINK and (PACKAGE / "relay") not in p.parents
-    ]
+    """Every source module but the relay object and the relay package itself."""
+    return [p for p in sorted(PACKAGE.rglob("*.py")) if not any(o in p.parents for o in OWNERS)]
 
 
 def _offences(path: Path) -> list[str]:
     found = []
+    where = path.name
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module == "zcoder.relay.service":
-            found.append(f"{path.name}:{node.lineno} imports the relay service")
-        if isinstance(node, ast.Attribute) and node.attr == "service":
-            owner = node.value
-            name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
-            if name == "relay":
-                found.append(f"{path.name}:{node.lineno} reaches relay.service")
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("zcoder.relay"):
+            for alias in node.names:
+                if alias.name in _CLASSES or node.module == "zcoder.relay.service":
+                    found.append(f"{where}:{node.lineno} imports {alias.name}")
+        elif isinstance(node, ast.Attribute) and node.attr in _ATTRIBUTES:
+            found.append(f"{where}:{node.lineno} reads .{node.attr}")
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            right = node.right
+            if isinstance(right, ast.Constant) and right.value in SPOOL_DIRS:
+                found.append(f"{where}:{node.lineno} builds a path into {right.value}/")
     return found
 
 
-def test_only_the_link_reaches_the_relay_service() -> None:
+def test_only_the_relay_object_reaches_the_service_and_the_spool() -> None:
     modules = _outside_modules()
-    assert any(p.name == "backend.py" for p in modules)  # the scan sees the app
+    names = {p.name for p in modules}
+    assert {"backend.py", "runner.py", "worker.py"} <= names  # the scan sees the app
     assert [o for p in modules for o in _offences(p)] == []
 
 
-def test_the_scan_catches_a_reach_through_the_link(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("source", "offence"),
+    [
+        ("spool = self.relay.service.spool\n", "sample.py:1 reads .service"),
+        ("s = link.service\n", "sample.py:1 reads .service"),
+        ("x = anything._spool\n", "sample.py:1 reads ._spool"),
+        ("names = os.listdir(root / 'inbox')\n", "sample.py:1 builds a path into inbox/"),
+        ("from zcoder.relay.spool import Spool\n", "sample.py:1 imports Spool"),
+        ("from zcoder.relay.service import RelayStatus\n", "sample.py:1 imports RelayStatus"),
+    ],
+)
+def test_the_scan_catches_any_reach(tmp_path: Path, source: str, offence: str) -> None:
     sample = tmp_path / "sample.py"
-    sample.write_text("spool = self.relay.service.spool\n", encoding="utf-8")
-    assert _offences(sample) == ["sample.py:1 reaches relay.service"]
+    sample.write_text(source, encoding="utf-8")
+    assert offence in _offences(sample)

@@ -16,7 +16,7 @@ from tests.agent.doubles import HANG, call, text, tools
 from tests.app.test_relay_app import Instance, pair, send, start
 from tests.relay.zsh_peer import ZshPeer
 from zcoder.app.main import _dropped_lines
-from zcoder.app.receipts import COMMANDS_NOTE
+from zcoder.app.relay.receipts import COMMANDS_NOTE
 from zcoder.config import RelaySettings
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError, ModelError
@@ -324,7 +324,7 @@ async def test_a_received_receipt_touches_neither_the_session_nor_the_ui_in_the_
         with calls_from_the_listener() as called:
             ack = await client.request(socket, _receipt(b, a, mid, "completed"), io_timeout=2.0)
         assert ack.status == "accepted"
-        outside = [c for c in called if not c.startswith("zcoder.app.relay_outbox.")]
+        outside = [c for c in called if not c.startswith("zcoder.app.relay.outbox.")]
         assert outside == [], outside
         assert len(a.backend.agent.session.events) == events_before  # not yet recorded
         a.backend.runner.sync_relay()  # what the worker does once it wakes

@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from tests.app.test_relay_app import Instance, pair, start
-from zcoder.app.relay_send import PeerRefresh
+from zcoder.app.relay.send import PeerRefresh
 from zcoder.config import RelaySettings
 from zcoder.errors import ZcoderError
 from zcoder.relay.registry import Peer

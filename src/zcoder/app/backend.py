@@ -19,11 +19,11 @@ import trio
 
 from zcoder.agent.agent import Agent
 from zcoder.agent.model import ModelClient
-from zcoder.app.receipts import ChangeRecorder
-from zcoder.app.relay import RelayLink
-from zcoder.app.relay_labels import SendLabels
-from zcoder.app.relay_send import PeerRefresh, send_command
-from zcoder.app.relay_sent import cancel_sent, farewell
+from zcoder.app.relay.labels import SendLabels
+from zcoder.app.relay.link import RelayLink
+from zcoder.app.relay.receipts import ChangeRecorder
+from zcoder.app.relay.send import PeerRefresh, send_command
+from zcoder.app.relay.sent import cancel_sent, farewell
 from zcoder.app.runner import TurnRunner
 from zcoder.app.server import ModelServer
 from zcoder.approval.questions import Approver

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 from zcoder.agent.agent import Agent, RelaySender, TurnRequest
 from zcoder.agent.turns import TurnOutcome
-from zcoder.app.inbound import Effect, Say
-from zcoder.app.receipts import ChangeRecorder, final_state
-from zcoder.app.relay import RelayLink
+from zcoder.app.relay.inbound import Effect, Say
+from zcoder.app.relay.link import RelayLink
+from zcoder.app.relay.receipts import ChangeRecorder, final_state
 from zcoder.app.server import ModelServer
 from zcoder.app.worker import RelayTurn
 from zcoder.conversation import TranscriptEvent

@@ -22,7 +22,7 @@ from zcoder.relay.envelope import Ack, Cancel
 from zcoder.relay.manifest import load_manifest
 
 if TYPE_CHECKING:
-    from zcoder.app.relay import RelayLink
+    from zcoder.app.relay.link import RelayLink
 
 __all__ = ["FAREWELL_SECONDS", "cancel_sent", "farewell"]
 

@@ -20,7 +20,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from zcoder.app.receipts import ReceiptSender
+from zcoder.app.relay.receipts import ReceiptSender
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError
 from zcoder.relay.envelope import Ack, Cancel, Enqueue, Receipt

@@ -31,7 +31,7 @@ from typing import TypeVar
 import attrs
 import trio
 
-from zcoder.app.inbound import (
+from zcoder.app.relay.inbound import (
     INBOX_ACTIONS,
     Effect,
     Inbound,
@@ -42,9 +42,9 @@ from zcoder.app.inbound import (
     Tell,
     sender_label,
 )
-from zcoder.app.receipts import ReceiptSender
-from zcoder.app.relay_labels import TargetNames
-from zcoder.app.relay_outbox import RelayOutbox
+from zcoder.app.relay.labels import TargetNames
+from zcoder.app.relay.outbox import RelayOutbox
+from zcoder.app.relay.receipts import ReceiptSender
 from zcoder.config import Config
 from zcoder.errors import CommandError, RelayError, RelayUnavailable
 from zcoder.relay import client

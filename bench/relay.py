@@ -49,7 +49,7 @@ from zcoder.relay.listener import Listener, open_unix_listener
 from zcoder.relay.paths import reserve_instance
 from zcoder.relay.protocol import FrameDecoder
 from zcoder.relay.registry import Manifest, discover, publish_manifest, sender_is_registered
-from zcoder.relay.spool import Spool
+from zcoder.relay.spool.store import Spool
 
 REQUESTS = 2000
 WARMUP = 200

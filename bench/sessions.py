@@ -34,7 +34,7 @@ from zcoder.conversation import Message, ToolCall, TranscriptEvent
 from zcoder.relay.envelope import Limits
 from zcoder.relay.listener import Listener, open_unix_listener
 from zcoder.relay.paths import reserve_instance
-from zcoder.relay.spool import Spool
+from zcoder.relay.spool.store import Spool
 from zcoder.session.data import converter
 from zcoder.session.files import write_atomic
 from zcoder.session.store import Session, SessionStore

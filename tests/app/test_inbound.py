@@ -23,7 +23,7 @@ from zcoder.app.relay.inbound import (
 from zcoder.app.schedule import EXCHANGE_BOUND, InboundMode
 from zcoder.errors import CommandError
 from zcoder.relay.envelope import Enqueue
-from zcoder.relay.spool import Arrived, Claimed
+from zcoder.relay.spool.store import Arrived, Claimed
 
 ALPHA = "101-a1b2c3d4"
 BETA = "202-0badf00d"

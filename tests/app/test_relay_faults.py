@@ -19,7 +19,7 @@ from tests.agent.doubles import HANG, text
 from tests.app.test_relay_app import CORE, Instance, last_user_message, pair, send
 from zcoder.errors import RelayUnavailable
 from zcoder.relay import service as service_module
-from zcoder.relay import spool as spool_module
+from zcoder.relay.spool import store as spool_module
 
 
 def errors(instance: Instance) -> list[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from zcoder.relay.spool_fault import SPOOL_DIRS
+from zcoder.relay.spool.fault import SPOOL_DIRS
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "zcoder"
 OWNERS = (PACKAGE / "app" / "relay", PACKAGE / "relay")
@@ -55,7 +55,7 @@ def test_only_the_relay_object_reaches_the_service_and_the_spool() -> None:
         ("s = link.service\n", "sample.py:1 reads .service"),
         ("x = anything._spool\n", "sample.py:1 reads ._spool"),
         ("names = os.listdir(root / 'inbox')\n", "sample.py:1 builds a path into inbox/"),
-        ("from zcoder.relay.spool import Spool\n", "sample.py:1 imports Spool"),
+        ("from zcoder.relay.spool.store import Spool\n", "sample.py:1 imports Spool"),
         ("from zcoder.relay.service import RelayStatus\n", "sample.py:1 imports RelayStatus"),
     ],
 )

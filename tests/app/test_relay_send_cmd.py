@@ -14,7 +14,7 @@ from zcoder.app.relay.send import PeerRefresh
 from zcoder.config import RelaySettings
 from zcoder.errors import ZcoderError
 from zcoder.relay.registry import Peer
-from zcoder.relay.spool import Spool
+from zcoder.relay.spool.store import Spool
 
 
 def cards(instance: Instance) -> list[tuple[str, str, str]]:

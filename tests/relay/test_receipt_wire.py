@@ -34,7 +34,7 @@ from zcoder.relay.envelope import (
 from zcoder.relay.listener import Listener, PeerCred
 from zcoder.relay.outbox import Outbox
 from zcoder.relay.receipt_states import MAX_DETAIL_CHARS
-from zcoder.relay.spool import Spool
+from zcoder.relay.spool.store import Spool
 
 LIMITS = Limits(max_bytes=65536, max_message_chars=100)
 MID = f"{ME}-3"  # a message ME sent; SENDER reports on it

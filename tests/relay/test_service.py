@@ -18,7 +18,7 @@ from zcoder.relay import service as service_module
 from zcoder.relay.listener import Listener
 from zcoder.relay.registry import Manifest, load_manifest, remove_manifest
 from zcoder.relay.service import RelayService
-from zcoder.relay.spool import SpoolFault
+from zcoder.relay.spool.store import SpoolFault
 
 
 def make_service(root: Path, relay_dir: Path | None = None, **overrides: Any) -> RelayService:

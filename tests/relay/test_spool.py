@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from tests.relay.helpers import make_enqueue
 from zcoder.relay.envelope import Limits
-from zcoder.relay.spool import Claimed, Spool
+from zcoder.relay.spool.store import Claimed, Spool
 
 
 def new_spool(root: Path, max_queue: int = 16, limits: Limits | None = None) -> Spool:
@@ -284,7 +284,7 @@ def test_concurrent_claims_from_two_threads(short_tmp: Path) -> None:
 _CLAIMER = """
 import sys
 from pathlib import Path
-from zcoder.relay.spool import Spool
+from zcoder.relay.spool.store import Spool
 spool = Spool(Path(sys.argv[1]), max_queue=500)
 sys.stdin.readline()
 while (c := spool.claim()) is not None:

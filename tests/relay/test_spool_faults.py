@@ -17,8 +17,8 @@ import trio
 from tests.relay.helpers import make_enqueue, register_sender
 from tests.relay.test_service import make_service
 from zcoder.relay import client
-from zcoder.relay import spool as spool_module
-from zcoder.relay.spool import Spool, SpoolFault
+from zcoder.relay.spool import store as spool_module
+from zcoder.relay.spool.store import Spool, SpoolFault
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 
 from tests.relay.helpers import make_enqueue
 from zcoder.errors import RelayError
-from zcoder.relay.spool import Spool
+from zcoder.relay.spool.store import Spool
 
 
 @pytest.mark.parametrize("broken", ["missing", "a file"])

@@ -10,7 +10,7 @@ import pytest
 
 from tests.relay.helpers import make_enqueue
 from zcoder.errors import RelayError
-from zcoder.relay.spool import Claimed, Spool
+from zcoder.relay.spool.store import Claimed, Spool
 
 
 def new_spool(root: Path) -> Spool:

@@ -23,7 +23,7 @@ from zcoder.app.worker import RelayTurn
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import ModelError
 from zcoder.live import Entry, TurnSink
-from zcoder.relay.spool import Claimed
+from zcoder.relay.spool.store import Claimed
 from zcoder.ui.agents_text import stopped_notice
 
 __all__ = ["TurnRunner"]

@@ -26,7 +26,7 @@ import trio
 from zcoder.errors import RelayUnavailable
 from zcoder.relay.changes import Changes
 from zcoder.relay.paths import relay_dir_problem
-from zcoder.relay.spool import Spool, SpoolFault
+from zcoder.relay.spool.store import Spool, SpoolFault
 
 __all__ = ["RelayHealth"]
 

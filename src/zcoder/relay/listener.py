@@ -89,7 +89,7 @@ Extension = Callable[[Receipt | Cancel, bool], str]
 
 
 class SpoolLike(Protocol):
-    """What the listener needs from the spool (``relay/spool.py``)."""
+    """What the listener needs from the spool (``relay/spool/store.py``)."""
 
     def enqueue(self, envelope: Enqueue, *, verified: bool) -> tuple[str, int | None]: ...
 

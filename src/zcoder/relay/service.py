@@ -50,7 +50,7 @@ from zcoder.relay.paths import (
 )
 from zcoder.relay.registry import Manifest, Peer, publish_manifest, remove_manifest
 from zcoder.relay.settings import RelaySettings
-from zcoder.relay.spool import Spool, SpoolFault
+from zcoder.relay.spool.store import Spool, SpoolFault
 
 __all__ = ["RelayService", "RelayStatus"]
 

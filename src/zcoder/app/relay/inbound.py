@@ -40,7 +40,7 @@ from zcoder.app.schedule import EXCHANGE_BOUND, Exchanges, HoldReason, hold_reas
 from zcoder.config import INBOUND_MODES, InboundMode
 from zcoder.errors import CommandError
 from zcoder.relay.envelope import Enqueue
-from zcoder.relay.spool import Arrived, Claimed
+from zcoder.relay.spool.store import Arrived, Claimed
 from zcoder.text.visible import escape_controls
 from zcoder.ui.slash import age
 from zcoder.ui.text import one_line, shorten

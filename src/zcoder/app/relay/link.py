@@ -52,7 +52,7 @@ from zcoder.relay.envelope import Ack, Enqueue
 from zcoder.relay.listing import peer_table
 from zcoder.relay.registry import Peer
 from zcoder.relay.service import RelayService
-from zcoder.relay.spool import Arrived, Claimed, Spool, SpoolFault
+from zcoder.relay.spool.store import Arrived, Claimed, Spool, SpoolFault
 from zcoder.text.visible import escape_controls
 from zcoder.tools.base import Tool
 from zcoder.tools.relay_tools import check_send, message_status_tool, relay_tools

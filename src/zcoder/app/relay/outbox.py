@@ -26,7 +26,7 @@ from zcoder.errors import CommandError
 from zcoder.relay.envelope import Ack, Cancel, Enqueue, Receipt
 from zcoder.relay.limits import PROTOCOL_VERSION
 from zcoder.relay.outbox import Outbox, Sent
-from zcoder.relay.spool import Spool, SpoolFault
+from zcoder.relay.spool.store import Spool, SpoolFault
 from zcoder.text.flat import one_line
 from zcoder.text.visible import escape_controls
 

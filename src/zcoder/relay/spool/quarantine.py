@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from zcoder.relay.envelope import Limits
-from zcoder.relay.spool_entry import ENTRY_NAME_RE, InvalidEntry, read_entry
+from zcoder.relay.spool.entry import ENTRY_NAME_RE, InvalidEntry, read_entry
 
 __all__ = ["BAD_NAME", "Quarantine", "is_regular", "planted"]
 

@@ -27,7 +27,7 @@ processes. An id that another claimer took is noticed by this object's next clai
 known (a retry is a duplicate) and leaves the depth. The ``sequence`` file is rewritten in
 place on every enqueue (one write; a private file that only a new spool object reads).
 
-Faults (``spool_fault.py``): the operations the foreground calls (``claim``, ``complete``,
+Faults (``fault.py``): the operations the foreground calls (``claim``, ``complete``,
 ``set_paused``, ``scan``) raise ``SpoolFault`` and nothing else when the file system
 refuses them, ``damaged`` or not. The listener's ``enqueue`` never raises for a refusal: it
 answers ``full`` (nothing stored) and hands the fault to the ``on_fault`` callbacks, once
@@ -49,7 +49,7 @@ from zcoder.errors import RelayError
 from zcoder.relay.changes import Changes
 from zcoder.relay.envelope import Enqueue, Limits
 from zcoder.relay.protocol import MESSAGE_ID_RE
-from zcoder.relay.spool_entry import (
+from zcoder.relay.spool.entry import (
     ENTRY_NAME_RE,
     InvalidEntry,
     encode_entry,
@@ -57,8 +57,8 @@ from zcoder.relay.spool_entry import (
     read_entry,
     write_new,
 )
-from zcoder.relay.spool_fault import SPOOL_DIRS, SpoolFault, classify, layout_problem
-from zcoder.relay.spool_quarantine import BAD_NAME, Quarantine, is_regular, planted
+from zcoder.relay.spool.fault import SPOOL_DIRS, SpoolFault, classify, layout_problem
+from zcoder.relay.spool.quarantine import BAD_NAME, Quarantine, is_regular, planted
 
 __all__ = ["Arrived", "Claimed", "Left", "Spool", "SpoolFault"]
 

@@ -23,3 +23,4 @@ bench:
     python bench/ui.py
     python -m bench.sessions
     python -m bench.compaction
+    python -m bench.startup

@@ -18,7 +18,6 @@ import trio
 
 from zcoder.agent.context import Calibration, Window, decide_window, estimate_tokens
 from zcoder.agent.context_report import context_report
-from zcoder.agent.loop import Turn
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelClient, ModelInfo
 from zcoder.agent.parts import Conversation, TurnParts
 from zcoder.agent.turns import OutcomeStatus, RelaySender, TurnOutcome, TurnRequest
@@ -30,6 +29,7 @@ from zcoder.instructions import load_instructions
 from zcoder.live import ContextFill, Entry, StateChange, TurnSink
 
 if TYPE_CHECKING:
+    from zcoder.agent.loop import Turn
     from zcoder.session.store import Session, SessionStore
     from zcoder.tools.registry import Toolbox
 
@@ -271,6 +271,10 @@ class Agent:
         self._sink.emit(Entry(TranscriptEvent(role="system", text=text)))
 
     def _turn(self, client: ModelClient, request: TurnRequest) -> Turn:
+        # The loop and what only it uses (compaction, the loop guard, printed tool calls)
+        # are imported at the first turn or warm-up, after the manifest is published.
+        from zcoder.agent.loop import Turn
+
         parts = TurnParts(
             config=self._config,
             client=client,

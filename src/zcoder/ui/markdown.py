@@ -9,15 +9,16 @@ written. All text passes through ``visible`` first. Pure.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from prompt_toolkit.formatted_text import StyleAndTextTuples
-from pygments.lexer import Lexer  # type: ignore[import-untyped]
-from pygments.lexers import TextLexer, get_lexer_by_name  # type: ignore[import-untyped]
 from pygments.token import Token  # type: ignore[import-untyped]
-from pygments.util import ClassNotFound  # type: ignore[import-untyped]
 
 from zcoder.ui.ptk_compat import TokenType
 from zcoder.ui.text import visible
+
+if TYPE_CHECKING:
+    from pygments.lexer import Lexer  # type: ignore[import-untyped]
 
 __all__ = ["render_markdown", "split_blocks"]
 
@@ -71,6 +72,11 @@ def _inline(text: str, base: str) -> StyleAndTextTuples:
 
 
 def _lexer(language: str) -> Lexer:
+    # Imported at the first code block: Pygments' lexer table and plugin lookup cost start-up
+    # time and memory, and the first screen shows no code (docs/architecture.rst).
+    from pygments.lexers import TextLexer, get_lexer_by_name  # type: ignore[import-untyped]
+    from pygments.util import ClassNotFound  # type: ignore[import-untyped]
+
     try:
         return get_lexer_by_name(language) if language else TextLexer()
     except ClassNotFound:

@@ -28,8 +28,10 @@ import trio
 
 from zcoder import __version__
 from zcoder.agent.connect import ServerChoice, choose_server, describe, make_client
+from zcoder.agent.model import ModelClient
 from zcoder.app.backend import AgentBackend
 from zcoder.app.worker import TurnWorker
+from zcoder.approval.questions import Approver
 from zcoder.commands import complete
 from zcoder.config import Config
 from zcoder.live import LiveEvent
@@ -46,7 +48,7 @@ from zcoder.ui.terminal import Terminal
 from zcoder.ui.text import model_label, one_line, shorten, visible, visible_text
 from zcoder.ui.wrap import wrap_fragments
 
-__all__ = ["run_app"]
+__all__ = ["AppCore", "build_app", "run_app"]
 
 _log = logging.getLogger("zcoder")
 _SIGNALS = {signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP", signal.SIGINT: "SIGINT"}
@@ -174,43 +176,69 @@ class _ChannelSink:
         self._events.send_nowait(Show(event))
 
 
+@attrs.frozen
+class AppCore:
+    """What ``build_app`` makes: the backend (the UI's), the worker (over the backend's
+    runner), the worker's intents to send and its events to read."""
+
+    backend: AgentBackend
+    worker: TurnWorker
+    intents: trio.MemorySendChannel[Intent]
+    events: trio.MemoryReceiveChannel[WorkerEvent]
+
+
+def build_app(
+    config: Config,
+    store: SessionStore,
+    session: Session,
+    client: ModelClient,
+    runtime_dir: Path | None,
+    *,
+    approver: Approver,
+) -> AppCore:
+    """The app's parts below the terminal, each made once, complete: the channels (intents
+    -> worker, worker events -> whoever draws them), the backend over the agent, the
+    session store, the model client and the relay, and the worker. The same wiring for
+    the app and for the tests of the worker."""
+    intents_send, intents = trio.open_memory_channel[Intent](math.inf)
+    events_send, events = trio.open_memory_channel[WorkerEvent](math.inf)
+    backend = AgentBackend(
+        config,
+        store,
+        session,
+        client,
+        runtime_dir,
+        approver=approver,
+        sink=_ChannelSink(events_send),
+    )
+    worker = TurnWorker(backend.runner, intents, events_send, warmup=config.warmup)
+    return AppCore(backend, worker, intents_send, events)
+
+
 async def _trio_main(
     config: Config, store: SessionStore, session: Session, state: _Exit, runtime_dir: Path
 ) -> None:
     token = trio.lowlevel.current_trio_token()
     choice = await choose_server(config)
     config = choice.config
-    # The channels first, so that everything is made once, complete: keys -> controller,
-    # intents -> worker, worker events -> controller.
     keys_send, keys = trio.open_memory_channel[UiEvent](math.inf)
-    intents_send, intents = trio.open_memory_channel[Intent](math.inf)
-    events_send, events = trio.open_memory_channel[WorkerEvent](math.inf)
     terminal = Terminal(
         status=Status(model=session.model, profile=config.profile),
         post=lambda event: token.run_sync_soon(keys_send.send_nowait, event),
         schedule=token.run_sync_soon,
-        # ``backend`` is bound below, before the app runs (nothing completes until then).
-        complete=lambda text: _completions(backend, text, token.run_sync_soon),
+        # ``core`` is bound below, before the app runs (nothing completes until then).
+        complete=lambda text: _completions(core.backend, text, token.run_sync_soon),
         history=PromptHistory(config.home / "history"),
         approval_guard=config.approval_guard,
     )
     async with make_client(config) as client:
-        backend = AgentBackend(
-            config,
-            store,
-            session,
-            client,
-            runtime_dir,
-            approver=terminal.approval,
-            sink=_ChannelSink(events_send),
-        )
-        terminal.status.model = backend.model
-        worker = TurnWorker(backend.runner, intents, events_send, warmup=config.warmup)
-        controller = Controller(terminal, backend, keys, intents_send, events)
+        core = build_app(config, store, session, client, runtime_dir, approver=terminal.approval)
+        terminal.status.model = core.backend.model
+        controller = Controller(terminal, core.backend, keys, core.intents, core.events)
         try:
-            await _run_root(config, backend, terminal, worker, controller, state, choice)
+            await _run_root(config, core, terminal, controller, state, choice)
         finally:
-            state.session_id, state.saved = backend.close()
+            state.session_id, state.saved = core.backend.close()
 
 
 def _completions(
@@ -229,28 +257,29 @@ def _completions(
 
 async def _run_root(
     config: Config,
-    backend: AgentBackend,
+    core: AppCore,
     terminal: Terminal,
-    worker: TurnWorker,
     controller: Controller,
     state: _Exit,
     choice: ServerChoice | None = None,
 ) -> None:
-    """The root nursery of DESIGN.md section 1: the UI, the relay (its listener), the
+    """The root nursery of DESIGN.md section 1: the relay (its listener), the UI, the
     worker and the controller; cancelling it is the one way out."""
-    _welcome(config, backend, terminal, choice)
+    backend = core.backend
     async with trio.open_nursery() as root:
         state.request = lambda reason: terminal.post(ExitRequest(reason))
-        await root.start(_run_ui, terminal, root.cancel_scope)
-        # The relay's shut-down (manifest first) runs when the root scope is cancelled,
-        # whatever the exit: a key, /quit, a signal or a crash.
+        # The relay first, so that other instances find this one as soon as it can take
+        # messages (they wait, accepted, until the worker runs); its shut-down (manifest
+        # first) runs when the root scope is cancelled, whatever the exit.
         problem = await backend.start_relay(root)
+        _welcome(config, backend, terminal, choice)
+        await root.start(_run_ui, terminal, root.cancel_scope)
         if problem:
             _log.warning("relay unavailable: %s", problem)
             controller.view.notice(f"Relay unavailable: {problem}")
         root.start_soon(backend.peer_refresh.run)
         backend.peer_refresh.ask()  # so that the first Tab after /send has peers to offer
-        await root.start(worker.run)
+        await root.start(core.worker.run)
         if state.pending:
             controller.request_exit(state.pending)
         try:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -106,18 +107,20 @@ class TurnWorker:
         self._turn: str | None = None  # None, "local" or "relay"
         self._after_turn: list[str] = []
         self._warm_scope: trio.CancelScope | None = None
-        self._probing = False
-        self._nursery: trio.Nursery | None = None
+        # Asked of the worker's own long-lived tasks, so that no task keeps the nursery.
+        self._warm_send, self._warm_requests = trio.open_memory_channel[bool](math.inf)
+        self._probe_wanted = trio.Event()
 
     def _send(self, event: WorkerEvent) -> None:
         self._events.send_nowait(event)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
-            self._nursery = nursery
             nursery.start_soon(self._read_intents)
             nursery.start_soon(self._follow_relay)
-            nursery.start_soon(self._start_warmup, True)
+            nursery.start_soon(self._warm_ups)
+            nursery.start_soon(self._probes)
+            self._warm_send.send_nowait(True)  # the start-up check, then the warm-up
             task_status.started()
             await self._work()
 
@@ -198,8 +201,9 @@ class TurnWorker:
                 self._relay_control(intent.action)
             elif isinstance(intent, WarmUpRequest):
                 self._wake.set()  # relayed messages that waited for the model may try it
-                if self._turn is None and self._nursery is not None:
-                    self._nursery.start_soon(self._start_warmup, False)
+                if self._turn is None:
+                    self._stop_warmup()  # a new model or session: warm that one up
+                    self._warm_send.send_nowait(False)
 
     def _texts(self) -> tuple[str, ...]:
         return tuple(item.text for item in self._queue)
@@ -244,26 +248,31 @@ class TurnWorker:
                 self._start_probe()
 
     def _start_probe(self) -> None:
-        if not self._probing and self._nursery is not None:
-            self._probing = True
-            self._nursery.start_soon(self._probe_model)
+        self._probe_wanted.set()
+
+    async def _probes(self) -> None:
+        while True:
+            await self._probe_wanted.wait()
+            self._probe_wanted = trio.Event()  # a request from now on probes again
+            await self._probe_model()
 
     async def _probe_model(self) -> None:
         # Until the model answers (this check, a warm-up or a local turn that reaches it):
         # one cheap server check per pause, the pause doubling up to its cap.
-        try:
-            while self._backend.relay_waits_for_model():
-                await trio.sleep(self._retry_delay)
-                self._retry_delay = min(self._retry_delay * 2, self._model_retry[1])
-                if self._backend.relay_waits_for_model():
-                    with trio.move_on_after(_CHECK_SECONDS):
-                        await self._backend.check_model()
-        finally:
-            self._probing = False
+        while self._backend.relay_waits_for_model():
+            await trio.sleep(self._retry_delay)
+            self._retry_delay = min(self._retry_delay * 2, self._model_retry[1])
+            if self._backend.relay_waits_for_model():
+                with trio.move_on_after(_CHECK_SECONDS):
+                    await self._backend.check_model()
         self._wake.set()
         self._send(Refresh())
 
-    async def _start_warmup(self, check: bool) -> None:
+    async def _warm_ups(self) -> None:
+        async for check in self._warm_requests:
+            await self._warm_up(check)
+
+    async def _warm_up(self, check: bool) -> None:
         """Check the server (at start) and warm the model up unless disabled; a turn that
         starts meanwhile cancels this."""
         self._stop_warmup()

@@ -52,6 +52,10 @@ target (``wrong_target`` when a string other than ours, ``invalid`` when missing
 string), type (``unsupported`` when an unknown string, ``invalid`` when missing or not a
 string), fields (``invalid``). The sender check, duplicate, paused, full and accept steps
 follow in the listener and the spool.
+
+Longer than 400 lines on purpose: every frame of the protocol, field for field, with the
+one decoder that checks them in the spec's order; the wire tests read it against
+``spec/wire-peers.md`` in one place.
 """
 
 from __future__ import annotations

@@ -19,6 +19,9 @@ ends, so that messages already accepted still run.
 
 Every change (availability, pause state, depth, a fault) is noted in ``changes``, the one
 ``Changes`` shared with the spool; the app awaits it. Nothing here calls out to the app.
+
+Longer than 400 lines on purpose: the spec's start-up and shut-down orders are one
+sequence each, and split across modules they could no longer be checked step by step.
 """
 
 from __future__ import annotations

@@ -26,6 +26,9 @@ Nothing here does I/O or knows Trio. Every transition returns what it causes, as
 ``Tell`` (a receipt to the message's sender), ``Say`` (a line for the user), ``Settle``,
 ``PutBack`` and ``Remove`` (spool operations). The relay link performs them. Its index is
 in memory, so a change costs O(1), never a read of the inbox.
+
+Longer than 400 lines on purpose: one state machine, whose transitions must be read
+together (spread over modules, the message's state would have several owners again).
 """
 
 from __future__ import annotations

@@ -18,6 +18,10 @@ start (``Relay unavailable: <reason>``), quarantined spool entries, storage faul
 spool call of the foreground goes through ``_spool_call``, the one place that turns a
 failure into ``health.fail``/``health.spool_fault``: no spool fault reaches the app. After a
 failure that did not damage the spool, the messages already accepted still run.
+
+Longer than 400 lines on purpose: it is the one object through which the app reaches the
+relay (``tests/app/test_relay_one_object.py``), so the service's and the spool's every use
+by the app is here; what it decides is ``Inbound``'s, what it says is ``ui/agents_text``'s.
 """
 
 from __future__ import annotations

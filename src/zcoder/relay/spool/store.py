@@ -32,6 +32,9 @@ Faults (``fault.py``): the operations the foreground calls (``claim``, ``complet
 refuses them, ``damaged`` or not. The listener's ``enqueue`` never raises for a refusal: it
 answers ``full`` (nothing stored) and hands the fault to the ``on_fault`` callbacks, once
 per run of failed stores. Foreign entries are quarantined and reported (``take_problems``).
+
+Longer than 400 lines on purpose: this object is the spool's one writer, and its index is
+true only if every operation that moves an entry keeps it, here, beside the rename.
 """
 
 from __future__ import annotations

@@ -2,11 +2,12 @@
 
 A real receiver as the app wires it (``AgentBackend``, its ``RelayService`` on a real
 socket, the ``TurnWorker`` following the relay's changes) is kept busy by a local turn
-whose model never answers, so nothing it accepts is claimed and its queue only grows. One
-verified sender (another ``AgentBackend`` in the same Trio run, as a real instance sends)
-then delivers ``N`` messages one after another; each ack's round trip includes what the
-receiver's foreground does per accepted message (the worker takes the change in), since
-the listener and the worker share one thread.
+whose model never answers, so nothing it accepts is claimed and its queue only grows. Two
+verified senders (other ``AgentBackend`` instances in the same Trio run, as real instances
+send; one sender may fill only half of a queue) then deliver ``N`` messages in turn, one
+after another; each ack's round trip includes what the receiver's foreground does per
+accepted message (the worker takes the change in), since the listener and the worker
+share one thread.
 
 Printed: the median and p90 ack for the first 10 messages, messages 11-60 (the baseline
 of the issue that asked for this) and the last 50, and the ratio of the last 50 to the
@@ -62,10 +63,10 @@ def _backend(root: Path, name: str, client: ScriptedClient, max_queue: int) -> A
 
 async def _measure(root: Path, count: int) -> list[float]:
     async with trio.open_nursery() as nursery:
-        sender = _backend(root, "alpha", ScriptedClient([]), 16)
+        senders = [_backend(root, name, ScriptedClient([]), 16) for name in ("alpha", "gamma")]
         receiver = _backend(root, "beta", ScriptedClient([[HANG]]), count)
-        assert await sender.start_relay(nursery) == ""
-        assert await receiver.start_relay(nursery) == ""
+        for backend in (*senders, receiver):
+            assert await backend.start_relay(nursery) == ""
         intents_send, intents = trio.open_memory_channel[Intent](math.inf)
         events_send, events = trio.open_memory_channel[WorkerEvent](math.inf)
         worker = TurnWorker(receiver.runner, intents, events_send, warmup=False)
@@ -74,9 +75,13 @@ async def _measure(root: Path, count: int) -> list[float]:
         intents_send.send_nowait(Prompt("a task that keeps the receiver busy"))
         await trio.testing.wait_all_tasks_blocked()
         target = receiver.relay.sending_from()[0]
-        peer = next(p for p in await sender.relay.discover() if p.manifest.instance_id == target)
+        peers = [
+            next(p for p in await s.relay.discover() if p.manifest.instance_id == target)
+            for s in senders
+        ]
         samples = []
         for n in range(count):
+            sender, peer = senders[n % 2], peers[n % 2]
             start = time.perf_counter()
             ack = await sender.relay.deliver(peer, f"one-way task {n}")
             samples.append(time.perf_counter() - start)
@@ -110,7 +115,7 @@ def main() -> None:
         samples = trio.run(_measure, root, count)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print(f"enqueue ack round trip, one verified sender, busy receiver, {count} messages")
+    print(f"enqueue ack round trip, two verified senders, busy receiver, {count} messages")
     _row("messages 1-10", samples[:10])
     base = _row("messages 11-60", samples[10:60])
     last = _row(f"messages {count - 49}-{count}", samples[-50:])

@@ -103,6 +103,8 @@ def test_policy_flags() -> None:
         {"ZCODER_RELAY_MAX_QUEUE": "١٦"},
         {"ZCODER_RELAY_INBOUND": "maybe"},
         {"ZCODER_RELAY_INBOUND": "HOLD"},
+        {"ZCODER_RELAY_MAX_HOPS": "0"},
+        {"ZCODER_RELAY_MAX_HOPS": "many"},
     ],
 )
 def test_bad_relay_setting_disables_only_the_relay(env: dict[str, str]) -> None:
@@ -116,6 +118,11 @@ def test_relay_settings_read() -> None:
     env = {"ZCODER_RELAY": "paused", "ZCODER_RELAY_DIR": "/tmp/x", "ZCODER_RELAY_IO_TIMEOUT": "0.5"}
     r = load_config(RawOptions(), env).relay
     assert (r.mode, r.dir, r.io_timeout) == ("paused", Path("/tmp/x"), 0.5)
+
+
+def test_the_hop_bound_is_four_unless_set() -> None:
+    assert load_config(RawOptions(), {}).relay.max_hops == 4
+    assert load_config(RawOptions(), {"ZCODER_RELAY_MAX_HOPS": "2"}).relay.max_hops == 2
 
 
 def test_inbound_policy_is_accept_unless_told_to_hold() -> None:

@@ -33,6 +33,7 @@ class FakeHandle:
         self.peers = peers
         self.ack = ack
         self.sent: list[tuple[str, str]] = []
+        self.hops: list[int] = []
         self.discover_error: Exception | None = None
 
     @property
@@ -44,8 +45,9 @@ class FakeHandle:
             raise self.discover_error
         return list(self.peers)
 
-    async def deliver(self, peer: Peer, message: str) -> Ack:
+    async def deliver(self, peer: Peer, message: str, hops: int = 0) -> Ack:
         self.sent.append((peer.manifest.instance_id, message))
+        self.hops.append(hops)
         if isinstance(self.ack, Exception):
             raise self.ack
         assert self.ack is not None
@@ -135,6 +137,16 @@ async def test_send_delivers_the_literal_message_and_reports_the_exact_ack() -> 
     assert result.summary == (
         "accepted (queue position 1) by weekly-digest (pid 42302) · this peer sends no receipts"
     )
+
+
+async def test_a_send_carries_the_turns_hop_count() -> None:
+    # 0 in the local user's turn (CTX); one more than the relayed message's in a relayed turn.
+    handle = FakeHandle([DIGEST, PROFILES], ack("accepted", 1))
+    await call(handle, "send_agent_message", target_instance_id=DIGEST_ID, message="go")
+    relayed = attrs.evolve(CTX, hops=3)
+    args = {"target_instance_id": DIGEST_ID, "message": "go on"}
+    await Toolbox(relay_tools(handle)).call("send_agent_message", args, relayed)
+    assert handle.hops == [0, 3]
 
 
 async def test_an_accepted_ack_without_a_readable_position_says_accepted_only() -> None:

@@ -24,10 +24,12 @@ from zcoder.errors import ConfigError
 from zcoder.relay.limits import (
     DEFAULT_IO_TIMEOUT,
     DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_HOPS,
     DEFAULT_MAX_MESSAGE_CHARS,
     DEFAULT_MAX_QUEUE,
     IO_TIMEOUT_RANGE,
     MAX_BYTES_RANGE,
+    MAX_HOPS_RANGE,
     MAX_MESSAGE_CHARS_RANGE,
     MAX_QUEUE_RANGE,
 )
@@ -235,6 +237,7 @@ def relay_settings_from_env(env: Mapping[str, str]) -> RelaySettings:
         ),
         max_queue=_limit(env, "ZCODER_RELAY_MAX_QUEUE", DEFAULT_MAX_QUEUE, MAX_QUEUE_RANGE),
         io_timeout=timeout,
+        max_hops=_limit(env, "ZCODER_RELAY_MAX_HOPS", DEFAULT_MAX_HOPS, MAX_HOPS_RANGE),
     )
 
 

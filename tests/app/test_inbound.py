@@ -20,7 +20,7 @@ from zcoder.app.relay.inbound import (
     Tell,
     sender_label,
 )
-from zcoder.app.schedule import EXCHANGE_BOUND, InboundMode
+from zcoder.app.schedule import InboundMode
 from zcoder.errors import CommandError
 from zcoder.relay.envelope import Enqueue
 from zcoder.relay.spool.store import Arrived, Claimed
@@ -39,7 +39,9 @@ class Clock:
         return self.now
 
 
-def envelope(n: int, *, sender: str = ALPHA, project: str = "alpha", body: str = "") -> Enqueue:
+def envelope(
+    n: int, *, sender: str = ALPHA, project: str = "alpha", body: str = "", hops: int | None = None
+) -> Enqueue:
     return Enqueue(
         protocol=1,
         type="enqueue",
@@ -51,6 +53,7 @@ def envelope(n: int, *, sender: str = ALPHA, project: str = "alpha", body: str =
         sender_workspace="/work/sender",
         body=body or f"task {n}",
         created_at=1788012245,
+        hops=hops,
     )
 
 
@@ -67,8 +70,9 @@ def arrive(
     sender: str = ALPHA,
     project: str = "alpha",
     body: str = "",
+    hops: int | None = None,
 ) -> list[Effect]:
-    env = envelope(n, sender=sender, project=project, body=body)
+    env = envelope(n, sender=sender, project=project, body=body, hops=hops)
     return list(inbound.arrived(Arrived(n if sequence is None else sequence, env, verified)))
 
 
@@ -83,10 +87,8 @@ def ids(inbound: Inbound) -> list[str]:
     return [e.message_id for e in inbound.unrun()]
 
 
-def make(
-    mode: InboundMode = "accept", *, clock: Clock | None = None, bound: int = EXCHANGE_BOUND
-) -> Inbound:
-    return Inbound(mode, clock=clock or Clock(), bound=bound)
+def make(mode: InboundMode = "accept", *, clock: Clock | None = None, max_hops: int = 4) -> Inbound:
+    return Inbound(mode, clock=clock or Clock(), max_hops=max_hops)
 
 
 # -- arrival --------------------------------------------------------------------------------
@@ -133,36 +135,61 @@ def test_an_unverified_sender_is_held_even_in_accept_mode() -> None:
     assert inbound.skip() == frozenset({mid(1)})
 
 
-def test_the_exchange_bound_holds_the_next_message_of_that_sender_only() -> None:
-    inbound = make(bound=2)
-    for n in (1, 2):
-        arrive(inbound, n)
+def test_one_way_work_is_never_held_however_much() -> None:
+    inbound = make(max_hops=2)
+    for n in range(1, 11):  # ten tasks, none answered back to their sender
+        assert arrive(inbound, n) == []
         claim(inbound, n)
         inbound.finished("done")
-    effects = arrive(inbound, 3)
+    assert arrive(inbound, 11, hops=0) == [] and inbound.runnable()
+
+
+def test_a_message_whose_hop_count_reached_the_bound_is_held() -> None:
+    inbound = make(max_hops=4)
+    assert arrive(inbound, 1, hops=3) == []
+    effects = arrive(inbound, 2, hops=4)
     assert [type(e) for e in effects] == [Tell, Say]
     tell = effects[0]
     assert isinstance(tell, Tell) and tell.state == "held"
-    assert "relayed exchanges with its sender" in tell.detail
-    assert inbound.skip() == frozenset({mid(3)})
-    # Another sender is not bound by ALPHA's count.
+    assert tell.detail == "4 relayed turns led to it (ZCODER_RELAY_MAX_HOPS is 4)"
+    assert inbound.skip() == frozenset({mid(2)})
+
+
+def test_round_trips_hold_a_peer_that_sends_no_hop_count() -> None:
+    inbound = make(max_hops=2)
+    for n in (1, 2):  # each relayed turn from ALPHA sent back to ALPHA: a round trip
+        arrive(inbound, n)
+        claim(inbound, n)
+        inbound.sent_to(ALPHA)
+        inbound.sent_to(ALPHA)  # a turn counts once
+        inbound.finished("done")
+    effects = arrive(inbound, 3)
+    tell = effects[0]
+    assert isinstance(tell, Tell) and tell.state == "held"
+    assert tell.detail == "2 round trips with its sender since your last prompt"
+    # Another sender is not bound by ALPHA's count; a hop count overrides the round trips.
     assert arrive(inbound, 4, sender=BETA) == []
-    assert inbound.runnable()
+    assert arrive(inbound, 5, hops=1) == []
 
 
-def test_a_local_turn_restarts_the_exchange_counts() -> None:
-    inbound = make(bound=1)
+def test_a_send_to_another_peer_is_no_round_trip() -> None:
+    inbound = make(max_hops=1)
     arrive(inbound, 1)
     claim(inbound, 1)
+    inbound.sent_to(BETA)  # work handed on, not a reply
     inbound.finished("done")
-    inbound.local_turn()
+    inbound.sent_to(ALPHA)  # no relayed turn runs: not a reply either
     assert arrive(inbound, 2) == []
 
 
-def test_a_message_sent_to_a_peer_counts_as_an_exchange_with_it() -> None:
-    inbound = make(bound=1)
+def test_a_local_turn_restarts_the_round_trip_counts() -> None:
+    inbound = make(max_hops=1)
+    arrive(inbound, 1)
+    claim(inbound, 1)
     inbound.sent_to(ALPHA)
-    assert [type(e) for e in arrive(inbound, 1)] == [Tell, Say]
+    inbound.finished("done")
+    inbound.local_turn()
+    assert arrive(inbound, 2) == []
 
 
 def test_fifo_order_is_kept_around_held_messages() -> None:
@@ -429,16 +456,18 @@ def test_approve_of_a_message_not_held_changes_nothing() -> None:
     assert (inbound.waiting(), inbound.held()) == (1, 0)
 
 
-def test_approve_restarts_the_senders_exchange_count() -> None:
-    inbound = make(bound=1)
+def test_approve_restarts_the_senders_round_trip_count() -> None:
+    inbound = make(max_hops=1)
     arrive(inbound, 1)
     claim(inbound, 1)
+    inbound.sent_to(ALPHA)
     inbound.finished("done")
     arrive(inbound, 2)  # held: the bound was reached
     assert inbound.skip() == frozenset({mid(2)})
     inbound.approve("2")
     assert arrive(inbound, 3) == []  # the count started over
     claim(inbound, 2)
+    inbound.sent_to(ALPHA)
     inbound.finished("done")
     assert [type(e) for e in arrive(inbound, 4)] == [Tell, Say]  # counting again
 

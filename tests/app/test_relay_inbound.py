@@ -13,9 +13,9 @@ import trio.testing
 from tests.agent.doubles import call, text, tools
 from tests.app.test_relay_app import Instance, last_user_message, send, start
 from zcoder.app.relay.receipts import MessageRef
-from zcoder.app.schedule import EXCHANGE_BOUND
 from zcoder.config import RelaySettings
 from zcoder.errors import ZcoderError
+from zcoder.relay.limits import DEFAULT_MAX_HOPS
 
 
 class Receipts:
@@ -146,6 +146,19 @@ async def test_an_unverified_sender_is_held_even_when_accepting(short_tmp: Path)
         nursery.cancel_scope.cancel()
 
 
+async def test_ten_one_way_tasks_from_one_sender_all_run_unattended(short_tmp: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        a = await start(nursery, short_tmp, "alpha")
+        b = await start(nursery, short_tmp, "beta")
+        b.client.replies = [text(f"done {n}") for n in range(10)]
+        for n in range(10):
+            assert await send(a, b, f"task {n}") == "accepted"
+            await settle()
+            assert await b.backend.runner.run_relay_turn() is True
+        assert b.backend.relay.inbound.held() == 0 and b.backend.relay_status() == ("on", 0)
+        nursery.cancel_scope.cancel()
+
+
 async def test_two_models_replying_to_each_other_stop_at_the_bound(short_tmp: Path) -> None:
     async with trio.open_nursery() as nursery:
         a = await start(nursery, short_tmp, "alpha", *["y"] * 20)
@@ -165,12 +178,12 @@ async def test_two_models_replying_to_each_other_stop_at_the_bound(short_tmp: Pa
             if not ran:
                 break
             turns += len(ran)
-        # A's local turn sent 1; each relayed turn counts itself and its reply: the message
-        # that would make the exchange count pass the bound waits for a person.
-        assert turns == EXCHANGE_BOUND
+        # A's local turn sent hop 0; each relayed turn replies one hop further: the message
+        # whose hop count reaches the bound waits for a person.
+        assert turns == DEFAULT_MAX_HOPS
         held = [i for i in (a, b) if i.backend.relay.inbound.held()]
         assert held == [b]
-        assert any(f"{EXCHANGE_BOUND} relayed exchanges" in n for n in notices(b))
+        assert any(f"{DEFAULT_MAX_HOPS} relayed turns led to it" in n for n in notices(b))
         # Approving it (by the number the listing shows: those before it ran) runs it.
         (line,) = b.backend.relay_control("inbox")[1:]
         number = line.split(".", 1)[0].strip()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zcoder.app.schedule import EXCHANGE_BOUND, Exchanges, Next, QueueState, hold_reason, next_work
+from zcoder.app.schedule import Next, QueueState, RoundTrips, hold_reason, next_work
 
 
 def test_nothing_to_do_waits() -> None:
@@ -43,27 +43,44 @@ def test_three_relays_and_two_prompts_take_turns() -> None:
     assert simulate(local=2, relayed=3) == ["relay", "local", "relay", "local", "relay"]
 
 
+def held(
+    mode: str = "accept", *, verified: bool = True, hops: int | None = None, trips: int = 0
+) -> str:
+    assert mode in ("accept", "hold")
+    return hold_reason(
+        "hold" if mode == "hold" else "accept",
+        verified=verified,
+        hops=hops,
+        round_trips=trips,
+        max_hops=4,
+    )
+
+
 def test_an_unverified_sender_is_always_held() -> None:
-    assert hold_reason("accept", verified=False, exchanges=0) == "unverified"
-    assert hold_reason("hold", verified=False, exchanges=0) == "unverified"
+    assert held(verified=False) == "unverified"
+    assert held("hold", verified=False) == "unverified"
 
 
 def test_hold_mode_holds_every_message_and_accept_runs_them() -> None:
-    assert hold_reason("hold", verified=True, exchanges=0) == "hold"
-    assert hold_reason("accept", verified=True, exchanges=0) == ""
+    assert held("hold") == "hold"
+    assert held() == ""
 
 
-def test_the_exchange_bound_holds_the_next_message() -> None:
-    assert hold_reason("accept", verified=True, exchanges=EXCHANGE_BOUND - 1) == ""
-    assert hold_reason("accept", verified=True, exchanges=EXCHANGE_BOUND) == "bound"
-    assert hold_reason("accept", verified=True, exchanges=2, bound=2) == "bound"
+def test_the_hop_bound_holds_a_loop_and_one_way_work_runs() -> None:
+    assert held(hops=0) == "" and held(hops=3) == ""
+    assert held(hops=4) == "hops" and held(hops=9) == "hops"
+    assert held(hops=0, trips=10) == ""  # a hop count says more than the round trips
 
 
-def test_exchanges_count_per_peer_and_a_local_turn_resets_them_all() -> None:
-    seen = Exchanges()
-    assert [seen.add("p1"), seen.add("p1"), seen.add("p2")] == [1, 2, 1]
-    seen.reset("p1")
-    assert (seen.count("p1"), seen.count("p2")) == (0, 1)
-    seen.add("p1")
-    seen.local_turn()
-    assert (seen.count("p1"), seen.count("p2")) == (0, 0)
+def test_without_a_hop_count_round_trips_are_the_bound() -> None:
+    assert held(trips=3) == ""
+    assert held(trips=4) == "round_trips"
+
+
+def test_round_trips_count_per_peer_and_start_over() -> None:
+    trips = RoundTrips()
+    assert trips.add("a") == 1 and trips.add("a") == 2 and trips.add("b") == 1
+    trips.reset("a")
+    assert (trips.count("a"), trips.count("b")) == (0, 1)
+    trips.local_turn()
+    assert trips.count("b") == 0

@@ -7,6 +7,7 @@ through the real relay on real sockets in one Trio run. The receiver is made by
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import groupby
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -43,6 +44,7 @@ from zcoder.ui.events import (
     RelayControl,
     RelayStopped,
     Returned,
+    ServerState,
     Show,
     TurnBegan,
     TurnEnded,
@@ -52,15 +54,19 @@ from zcoder.ui.events import (
 
 E = TypeVar("E", bound=WorkerEvent)
 UNREACHABLE = "cannot connect to the model server"
+WARM_UP = "(warm-up)"  # a request with no user message: the warm-up's, in a new session
 WAIT = 5  # seconds: a bound for a test that hangs, never a measurement
 
 
 class Client(ScriptedClient):
-    """A scripted model whose server may be ``down`` (its model listing fails too)."""
+    """A scripted model whose server may be ``down`` (its model listing fails too);
+    ``checks`` counts the listings asked (the worker's server checks)."""
 
     down = False
+    checks = 0
 
     async def list_models(self) -> list[ModelInfo]:
+        self.checks += 1
         if self.down:
             raise ModelError(UNREACHABLE)
         return await super().list_models()
@@ -127,7 +133,7 @@ class Receiver:
         found = []
         for request in self.client.requests:
             last = _last_user(request)
-            found.append(next((t for t in topics if t in last), "?"))
+            found.append(next((t for t in topics if t in last), "?") if last else WARM_UP)
         return found
 
 
@@ -142,6 +148,7 @@ async def receiver(
     *,
     approver: Approver | None = None,
     warmup: bool = False,
+    down: bool = False,
 ) -> Receiver:
     """``beta``, built as the app builds it, with its relay and its worker running."""
     workspace, runtime = root / "beta", root / "rt-beta"
@@ -149,6 +156,7 @@ async def receiver(
     runtime.mkdir(mode=0o700)
     config = make_config(workspace, relay=RelaySettings(dir=root / "agents"), warmup=warmup)
     client = Client(replies)
+    client.down = down
     core = build_app(
         config,
         cast(Any, FakeStore()),
@@ -223,7 +231,7 @@ async def test_one_relayed_message_runs_before_each_local_item(short_tmp: Path) 
         await b.turns(5)
         assert b.began() == ["", "alpha", "", "alpha", ""]
         topics = ("local-one", "local-two", "local-three", "relayed-one", "relayed-two")
-        order = [t for i, t in enumerate(b.asked(*topics)) if i == 0 or b.asked(*topics)[i - 1] != t]
+        order = [topic for topic, _ in groupby(b.asked(*topics))]  # a turn asks once or more
         assert order == ["local-one", "relayed-one", "local-two", "relayed-two", "local-three"]
         assert b.core.backend.relay_status() == ("on", 0)
         nursery.cancel_scope.cancel()
@@ -304,8 +312,8 @@ async def test_a_relayed_message_that_missed_the_model_runs_once_it_answers(
     # no ``model_retry``: the warm-up the UI asks for (WarmUpRequest) finds the model here.
     async with trio.open_nursery() as nursery:
         a = await start(nursery, short_tmp, "alpha")
-        b = await receiver(nursery, short_tmp, [ModelError(UNREACHABLE)], warmup=True)
-        b.client.down = True
+        b = await receiver(nursery, short_tmp, [ModelError(UNREACHABLE)], warmup=True, down=True)
+        assert (await b.next(ServerState)).problem != ""  # the start-up check: no warm-up
         assert await deliver(a, b, "rename users.name") == "accepted"
         await b.next(TurnEnded)
         assert b.began() == ["alpha"]
@@ -326,11 +334,12 @@ async def test_a_relayed_message_that_missed_the_model_runs_once_it_answers(
         await b.tell(WarmUpRequest())
         await b.turns(2)
         assert b.began() == ["alpha", "alpha", "alpha"]
-        relayed = [r for r in b.client.requests if _last_user(r).startswith("<agent_relay>")]
-        assert [("rename users.name" in _last_user(r), "second" in _last_user(r)) for r in relayed] == [
-            (True, False),
-            (True, False),
-            (False, True),
+        # The failed attempt, the warm-up, the message again (not consumed), the next one.
+        assert b.asked("rename users.name", "second") == [
+            "rename users.name",
+            WARM_UP,
+            "rename users.name",
+            "second",
         ]
         assert backend.relay_status() == ("on", 0) and not backend.relay_waits_for_model()
         first = sent_ids(a)[0]
@@ -339,4 +348,28 @@ async def test_a_relayed_message_that_missed_the_model_runs_once_it_answers(
             "started",
             "completed",
         ]
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_probe_runs_a_message_that_missed_the_model_once_it_answers(
+    short_tmp: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # The probe's pauses (``MODEL_RETRY``) pass on a mock clock: no intent at all here.
+    async with trio.open_nursery() as nursery:
+        a = await start(nursery, short_tmp, "alpha")
+        b = await receiver(nursery, short_tmp, [ModelError(UNREACHABLE)], down=True)
+        await b.next(ServerState)
+        assert await deliver(a, b, "rename users.name") == "accepted"
+        await b.next(TurnEnded)
+        assert b.core.backend.relay_waits_for_model()
+        checks = b.client.checks
+        await trio.sleep(10)  # the probe checks and finds the server still down
+        assert b.client.checks > checks
+        assert b.began() == ["alpha"] and b.core.backend.relay_waits_for_model()
+        b.client.down = False
+        b.client.replies = [text("done")]
+        await b.next(TurnEnded)
+        assert b.began() == ["alpha", "alpha"]
+        assert b.asked("rename users.name") == ["rename users.name"] * 2
+        assert b.core.backend.relay_status() == ("on", 0)
         nursery.cancel_scope.cancel()

@@ -119,16 +119,34 @@ def test_duplicate_wins_over_paused_and_full(short_tmp: Path) -> None:
 
 
 def test_queue_limit_counts_inbox_and_processing(short_tmp: Path) -> None:
-    spool = new_spool(short_tmp, max_queue=2)
-    assert spool.enqueue(make_enqueue("1-abcd-1"), verified=True) == ("accepted", 1)
-    assert spool.enqueue(make_enqueue("1-abcd-2"), verified=True) == ("accepted", 2)
-    assert spool.enqueue(make_enqueue("1-abcd-3"), verified=True) == ("full", None)
+    spool = new_spool(short_tmp, max_queue=4)
+    for n, sender in enumerate(["1-abcd", "3-wxyz", "1-abcd", "3-wxyz"], start=1):
+        env = make_enqueue(f"{sender}-{n}", sender=sender)
+        assert spool.enqueue(env, verified=True) == ("accepted", n)
+    assert spool.enqueue(make_enqueue("5-pqrs-5", sender="5-pqrs"), verified=True)[0] == "full"
     claimed = spool.claim()
     assert claimed is not None
-    assert spool.enqueue(make_enqueue("1-abcd-3"), verified=True) == ("full", None)
+    assert spool.enqueue(make_enqueue("5-pqrs-5", sender="5-pqrs"), verified=True)[0] == "full"
     spool.complete(claimed)
-    assert spool.enqueue(make_enqueue("1-abcd-3"), verified=True) == ("accepted", 2)
-    assert inbox(spool) == ["000000000002-1-abcd-2.json", "000000000003-1-abcd-3.json"]
+    assert spool.enqueue(make_enqueue("5-pqrs-5", sender="5-pqrs"), verified=True) == (
+        "accepted",
+        4,
+    )
+
+
+def test_one_sender_gets_at_most_half_of_the_queue_and_the_others_still_get_in(
+    short_tmp: Path,
+) -> None:
+    spool = new_spool(short_tmp, max_queue=4)
+    flood = [spool.enqueue(make_enqueue(f"1-abcd-{n}"), verified=True)[0] for n in range(5)]
+    assert flood == ["accepted", "accepted", "full", "full", "full"]
+    other = make_enqueue("3-wxyz-1", sender="3-wxyz")
+    assert spool.enqueue(other, verified=True) == ("accepted", 3)
+    claimed = spool.claim()  # the flood's first, settled: its sender has room again
+    assert claimed is not None and claimed.envelope.message_id == "1-abcd-0"
+    spool.complete(claimed)
+    assert spool.enqueue(make_enqueue("1-abcd-9"), verified=True)[0] == "accepted"
+    assert spool.enqueue(make_enqueue("1-abcd-10"), verified=True)[0] == "full"
 
 
 def test_pause_keeps_accepted_messages_and_persists(short_tmp: Path) -> None:
@@ -254,10 +272,12 @@ def test_complete_after_the_spool_was_removed_is_harmless(short_tmp: Path) -> No
 
 
 def _fill(spool: Spool, n: int) -> set[str]:
-    ids = {f"1-abcd-{i}" for i in range(n)}
-    for mid in sorted(ids):
-        assert spool.enqueue(make_enqueue(mid), verified=True)[0] == "accepted"
-    return ids
+    # From four senders: one sender may take only half of the queue.
+    senders = [f"{k}-abcd" for k in range(1, 5)]
+    envelopes = [make_enqueue(f"{senders[i % 4]}-{i}", sender=senders[i % 4]) for i in range(n)]
+    for env in envelopes:
+        assert spool.enqueue(env, verified=True)[0] == "accepted"
+    return {env.message_id for env in envelopes}
 
 
 def test_concurrent_claims_from_two_threads(short_tmp: Path) -> None:
@@ -449,7 +469,7 @@ def test_a_claim_lost_to_another_claimer_keeps_the_id_known(short_tmp: Path) -> 
 
 
 def test_sequence_file_is_rewritten_in_place(short_tmp: Path) -> None:
-    spool = new_spool(short_tmp)
+    spool = new_spool(short_tmp, max_queue=32)  # one sender: half of it is 16
     inode = os.lstat(spool.root / "sequence").st_ino
     for i in range(1, 12):
         spool.enqueue(make_enqueue(f"1-abcd-{i}"), verified=True)

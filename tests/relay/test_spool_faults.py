@@ -17,6 +17,7 @@ import trio
 from tests.relay.helpers import make_enqueue, register_sender
 from tests.relay.test_service import make_service
 from zcoder.relay import client
+from zcoder.relay.settings import RelaySettings
 from zcoder.relay.spool import store as spool_module
 from zcoder.relay.spool.store import Spool, SpoolFault
 
@@ -155,7 +156,10 @@ async def test_a_service_whose_runtime_dir_is_full_answers_full_over_the_socket(
     small_tmpfs: Path, short_tmp: Path
 ) -> None:
     relay_dir = short_tmp / "agents"
-    svc = make_service(short_tmp, relay_dir, runtime_dir=small_tmpfs, scan_interval=3600)
+    settings = RelaySettings(dir=relay_dir, max_queue=1024)  # the disk fills, not the queue
+    svc = make_service(
+        short_tmp, relay_dir, runtime_dir=small_tmpfs, scan_interval=3600, settings=settings
+    )
     async with trio.open_nursery() as nursery:
         await nursery.start(svc.run)
         me = register_sender(relay_dir)

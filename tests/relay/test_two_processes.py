@@ -115,8 +115,11 @@ async def test_concurrent_duplicates_execute_at_most_once(
     assert turns(receiver) == []
 
 
-async def test_queue_limit(relay_dir: Path, short_tmp: Path, sender: Manifest) -> None:
-    with PeerProcess(relay_dir, "small", short_tmp, "--max-queue", "2") as peer:
+async def test_a_senders_share_of_the_queue(
+    relay_dir: Path, short_tmp: Path, sender: Manifest
+) -> None:
+    # One sender may fill half of the queue: 2 of 4.
+    with PeerProcess(relay_dir, "small", short_tmp, "--max-queue", "4") as peer:
         assert await send(peer, sender, f"{sender.instance_id}-1") == "accepted 1"
         assert await send(peer, sender, f"{sender.instance_id}-2") == "accepted 2"
         assert await send(peer, sender, f"{sender.instance_id}-3") == "full -"

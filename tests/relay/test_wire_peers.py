@@ -198,7 +198,9 @@ def test_a_zcoder_instance_lists_and_sends_to_a_zsh_peer(
         "sender_workspace",
         "body",
         "created_at",
+        "hops",  # zcoder's optional key, after the spec's ten: the Zsh peer ignores it
     ]
+    assert json.loads(payload)["hops"] == 0  # a person's /send, not a relayed turn
 
 
 # -- what a Zsh peer sends us ---------------------------------------------------------------

@@ -199,9 +199,16 @@ class RoundRunner:
         self._running = key
         self._update(key, call, "running")
         self._p.sink.emit(StateChange("running_tool", call.name))
-        context = ToolContext(workspace=self._p.config.workspace)
+        context = ToolContext(workspace=self._p.config.workspace, hops=self._onward_hops())
         result = await self._p.toolbox.run(checked, context)
         return CallOutcome(result, "completed" if result.ok else "failed")
+
+    def _onward_hops(self) -> int:
+        """The hop count of a message sent from this turn: 0 in the local user's turn, one
+        more than the relayed message's own (a peer that sent none counts as 0)."""
+        if self._sender is None:
+            return 0
+        return (self._sender.hops or 0) + 1
 
     def _finish(self, key: str, call: ToolCall) -> TurnOutcome | None:
         checked = self._check(call)

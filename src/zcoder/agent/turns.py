@@ -35,6 +35,7 @@ class RelaySender:
     project: str
     workspace: str
     verified: bool = False
+    hops: int | None = None  # how many relayed turns led to it; None: the peer did not say
 
 
 @attrs.frozen

@@ -176,5 +176,6 @@ def _sender(claimed: Claimed) -> tuple[str, RelaySender]:
         project=e.sender_project,
         workspace=e.sender_workspace,
         verified=claimed.verified,
+        hops=e.hops,
     )
     return e.body, sender

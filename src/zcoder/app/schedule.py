@@ -7,11 +7,13 @@ a relayed turn, the next local item runs, if any. A prompt the user queued thus 
 most one relayed turn, and relayed messages wait for at most one local item each.
 
 Which relayed messages may be claimed at all is the inbound policy (``hold_reason``): a
-message is *held* for the local user when the instance holds every message
-(``ZCODER_RELAY_INBOUND=hold``, ``/agents hold``), when its sender's peer credentials did
-not verify (always), or when the relayed exchanges with its sender since the last local
-turn reached ``EXCHANGE_BOUND`` (``Exchanges``), so that two models cannot keep replying to
-each other without a person. A held message runs only once the user approves it.
+message is *held* for the local user when its sender's peer credentials did not verify
+(always), when the instance holds every message (``ZCODER_RELAY_INBOUND=hold``, ``/agents
+hold``), or when it looks like a loop rather than work: its hop count (zcoder's extension:
+how many relayed turns led to it) reached ``ZCODER_RELAY_MAX_HOPS``, or, from a peer that
+sends no hop count, the round trips with that peer since the last local turn (``RoundTrips``:
+relayed turns from it in which this instance sent back to it) reached the same bound. One-way
+work, however much of it, is never held. A held message runs only once the user approves it.
 """
 
 from __future__ import annotations
@@ -21,23 +23,20 @@ from typing import Literal
 import attrs
 
 from zcoder.config import INBOUND_MODES, InboundMode
+from zcoder.relay.limits import DEFAULT_MAX_HOPS
 
 __all__ = [
-    "EXCHANGE_BOUND",
     "INBOUND_MODES",
-    "Exchanges",
     "HoldReason",
     "InboundMode",
     "Next",
     "QueueState",
+    "RoundTrips",
     "hold_reason",
     "next_work",
 ]
 
-#: Relayed exchanges with one peer since the last local turn after which its next message
-#: is held: enough for a question, an answer and a few follow-ups, not for a loop.
-EXCHANGE_BOUND = 6
-HoldReason = Literal["", "hold", "unverified", "bound"]
+HoldReason = Literal["", "hold", "unverified", "hops", "round_trips"]
 
 Next = Literal["relay", "local"] | None
 
@@ -47,7 +46,7 @@ class QueueState:
     """What the worker knows between turns.
 
     ``local``: items in the local queue. ``relay``: a relayed message may be claimed now
-    (one waits, the relay is neither paused nor held, the model is not known to be down).
+    (one waits, the relay is neither paused nor stopped, the model is not known to be down).
     ``last_was_relay``: the previous work item was a relayed turn.
     """
 
@@ -66,30 +65,34 @@ def next_work(state: QueueState) -> Next:
 
 
 def hold_reason(
-    mode: InboundMode, *, verified: bool, exchanges: int, bound: int = EXCHANGE_BOUND
+    mode: InboundMode,
+    *,
+    verified: bool,
+    hops: int | None,
+    round_trips: int,
+    max_hops: int = DEFAULT_MAX_HOPS,
 ) -> HoldReason:
-    """Why a newly waiting relayed message is held (``""``: it runs in its turn).
+    """Why a newly arrived relayed message is held (``""``: it runs in its turn).
 
     An unverified sender is held whatever the mode (its pid and project are only its own
-    word); then ``hold`` mode; then the exchange bound: ``exchanges`` counted with the
-    sender since the last local turn, held once it reached ``bound``."""
+    word); then ``hold`` mode; then a loop: ``hops`` (``None`` when the peer sent none)
+    reached ``max_hops``, or, without a hop count, ``round_trips`` with the sender did."""
     if not verified:
         return "unverified"
     if mode == "hold":
         return "hold"
-    if exchanges >= bound:
-        return "bound"
-    return ""
+    if hops is not None:
+        return "hops" if hops >= max_hops else ""
+    return "round_trips" if round_trips >= max_hops else ""
 
 
 @attrs.define
-class Exchanges:
-    """Relayed exchanges per peer (instance id) since the last local user turn here.
-
-    One exchange is a relayed turn run for the peer or a message sent to it. The spec's
-    enqueue carries no count in version 1, so the peer's own local turns cannot reset this
-    side's count: only a local turn here does (``local_turn``), or the user approving a
-    held message of that peer (``reset``). An approximation that errs towards holding."""
+class RoundTrips:
+    """Round trips per peer (instance id) since the last local user turn here: relayed turns
+    run for the peer in which this instance sent a message back to it (each turn counts
+    once). Only a loop makes them: one-way work, a peer's tasks that never send back, counts
+    nothing. A local turn here starts every count again (``local_turn``), as does the user
+    approving a held message of that peer (``reset``)."""
 
     counts: dict[str, int] = attrs.Factory(dict)
 
@@ -97,7 +100,7 @@ class Exchanges:
         return self.counts.get(peer, 0)
 
     def add(self, peer: str) -> int:
-        """Count one exchange with ``peer``; the new count."""
+        """Count one round trip with ``peer``; the new count."""
         self.counts[peer] = self.count(peer) + 1
         return self.counts[peer]
 

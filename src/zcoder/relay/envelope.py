@@ -24,6 +24,8 @@ the integer 1, ``true`` is not an integer, ``1.0`` is not an integer):
   any text otherwise: tabs, newlines, quotes, backslashes, glob characters, escape
   sequences and emoji are literal data.
 * ``created_at``: integer seconds since the epoch, 0 to 2**53.
+* ``hops`` (zcoder's extension, optional): an integer 0 to ``MAX_HOPS``, how many relayed
+  turns led to this message; a version-1 peer ignores it (unknown keys are ignored there).
 * ``ping``: ``message_id`` and ``sender_instance_id`` are any printable text of 1 to
   ``MAX_PEER_ID_CHARS`` characters (``peer_id``), and unknown keys are ignored: a ping acts
   on nothing, and the other implementation pings as ``observer-<pid>`` before its own
@@ -35,8 +37,9 @@ the integer 1, ``true`` is not an integer, ``1.0`` is not an integer):
 * No string may hold a lone surrogate (it could not be stored as UTF-8).
 
 Strict in what we send, liberal in what we accept. An ``enqueue`` with a key not listed for
-it is ``invalid``: a receiver must not act on a request it does not fully understand, and a
-future version that adds fields bumps ``protocol`` (answered ``unsupported``). Its
+it (``hops`` is listed) is ``invalid``: a receiver must not act on a request it does not
+fully understand, and a future version that adds fields bumps ``protocol`` (answered
+``unsupported``). Its
 ``message_id`` must begin with ``"<sender_instance_id>-"`` (the spec's form, and the only
 one the other implementation sends), so that no sender can take another's next id and have
 the real message answered ``duplicate``. An ack is judged by its status (``decode_ack``):
@@ -73,6 +76,7 @@ from zcoder.errors import Rejected, RelayTransportError
 from zcoder.relay.limits import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_MESSAGE_CHARS,
+    MAX_HOPS,
     MAX_PEER_ID_CHARS,
     MAX_PID,
     MAX_PROJECT_CHARS,
@@ -190,6 +194,7 @@ _changed = _check(
     str, lambda v: _text(v, 0, MAX_CHANGED_CHARS), f"at most {MAX_CHANGED_CHARS} characters, no NUL"
 )
 _flag = _optional(_check(bool, lambda v: v is True, "true"))
+_hops = _optional(_check(int, lambda v: 0 <= v <= MAX_HOPS, f"an integer from 0 to {MAX_HOPS}"))
 
 
 @attrs.frozen
@@ -206,6 +211,9 @@ class Enqueue:
     sender_workspace: str = attrs.field(validator=_workspace)
     body: str = attrs.field(validator=_body_check)
     created_at: int = attrs.field(validator=_timestamp)
+    # zcoder's extension of version 1: how many relayed turns led to this message (0: a
+    # person's prompt or /send). Optional: a version-1 peer neither sends nor reads it.
+    hops: int | None = attrs.field(default=None, validator=_hops)
 
     def __attrs_post_init__(self) -> None:
         if not self.sender_instance_id.startswith(f"{self.sender_pid}-"):
@@ -419,7 +427,7 @@ def decode_request(payload: bytes, *, my_instance_id: str, limits: Limits) -> Re
 def encode_envelope(obj: Request | Ack) -> bytes:
     """Compact UTF-8 JSON in field order, without the ack's absent optional fields."""
     fields = attrs.asdict(obj, recurse=False)
-    if isinstance(obj, Ack):
+    if isinstance(obj, Ack | Enqueue):  # the optional fields it does not carry are left out
         fields = {k: v for k, v in fields.items() if v is not None}
     return json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 

@@ -10,10 +10,13 @@ from __future__ import annotations
 __all__ = [
     "DEFAULT_IO_TIMEOUT",
     "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_HOPS",
     "DEFAULT_MAX_MESSAGE_CHARS",
     "DEFAULT_MAX_QUEUE",
     "IO_TIMEOUT_RANGE",
     "MAX_BYTES_RANGE",
+    "MAX_HOPS",
+    "MAX_HOPS_RANGE",
     "MAX_MESSAGE_CHARS_RANGE",
     "MAX_PEER_ID_CHARS",
     "MAX_PID",
@@ -36,6 +39,12 @@ MAX_MESSAGE_CHARS_RANGE = (1, 1000000)
 #: Accepted messages waiting in the spool (``ZCODER_RELAY_MAX_QUEUE``).
 DEFAULT_MAX_QUEUE = 16
 MAX_QUEUE_RANGE = (1, 1024)
+#: The hop count at which a relayed message is held for the user (``ZCODER_RELAY_MAX_HOPS``):
+#: a local prompt's send is hop 0, a send made while running a hop-n message is hop n + 1.
+DEFAULT_MAX_HOPS = 4
+MAX_HOPS_RANGE = (1, 64)
+#: The largest ``hops`` an enqueue may carry (zcoder's extension of version 1).
+MAX_HOPS = 1000
 #: Seconds one socket operation may take (``ZCODER_RELAY_IO_TIMEOUT``).
 DEFAULT_IO_TIMEOUT = 2.0
 IO_TIMEOUT_RANGE = (0.05, 60.0)

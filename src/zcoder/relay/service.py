@@ -130,8 +130,10 @@ class RelayService:
             queued=_unfinished(spool, damaged=self.health.damaged),
         )
 
-    def new_envelope(self, target_instance_id: str, body: str) -> Enqueue:
-        """An ``enqueue`` from this instance with a fresh message id (``<id>-<counter>``);
+    def new_envelope(self, target_instance_id: str, body: str, hops: int = 0) -> Enqueue:
+        """An ``enqueue`` from this instance with a fresh message id (``<id>-<counter>``),
+        ``hops`` relayed turns deep (zcoder's extension: always sent, a version-1 peer
+        ignores it);
         ``RelayUnavailable`` while the relay is not available, ``ValueError`` for a field
         the envelope refuses (empty body, bad target id)."""
         if not self._available or self._reservation is None:
@@ -150,6 +152,7 @@ class RelayService:
             sender_workspace=workspace,
             body=body,
             created_at=int(time.time()),
+            hops=hops,
         )
 
     @property

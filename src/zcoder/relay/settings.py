@@ -15,6 +15,7 @@ import attrs
 from zcoder.relay.limits import (
     DEFAULT_IO_TIMEOUT,
     DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_HOPS,
     DEFAULT_MAX_MESSAGE_CHARS,
     DEFAULT_MAX_QUEUE,
 )
@@ -39,3 +40,5 @@ class RelaySettings:
     io_timeout: float = DEFAULT_IO_TIMEOUT
     # What becomes of an accepted message: it runs in its turn, or waits for the user.
     inbound: InboundMode = "accept"
+    # A message that many relayed turns led to is held for the user (a loop, not work).
+    max_hops: int = DEFAULT_MAX_HOPS

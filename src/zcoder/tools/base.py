@@ -36,10 +36,13 @@ class ToolSpec:
 
 @attrs.frozen
 class ToolContext:
-    """Where a tool runs: the canonical workspace and the output cap in characters."""
+    """Where a tool runs: the canonical workspace, the output cap in characters, and the
+    hop count a message sent from this turn carries (0 in a turn of the local user, the
+    relayed message's own count + 1 in a relayed turn)."""
 
     workspace: Path
     output_cap: int = DEFAULT_OUTPUT_CAP
+    hops: int = 0
 
 
 @attrs.frozen

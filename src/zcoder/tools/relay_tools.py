@@ -55,8 +55,9 @@ class RelayHandle(Protocol):
         """The live peers (this instance excluded), sorted; ``RelayError`` when unusable."""
         ...
 
-    async def deliver(self, peer: Peer, message: str) -> Ack:
-        """Send ``message`` to ``peer`` as a new enqueue; its ack, or ``RelayError``."""
+    async def deliver(self, peer: Peer, message: str, hops: int = 0) -> Ack:
+        """Send ``message`` to ``peer`` as a new enqueue, ``hops`` relayed turns deep (0
+        for a person's prompt or ``/send``); its ack, or ``RelayError``."""
         ...
 
 
@@ -251,12 +252,12 @@ def message_status_tool(status: Callable[[str], str | None]) -> Tool:
     return Tool(spec, run)
 
 
-async def send_to(handle: RelayHandle, peer: Peer, message: str) -> ToolResult:
+async def send_to(handle: RelayHandle, peer: Peer, message: str, hops: int = 0) -> ToolResult:
     """Deliver a checked ``message`` to ``peer`` and say what became of it: the one delivery
     path of every send, the model's tool and the user's ``/send``. ``ok`` exactly when the
     receiver stored it; a peer that does not answer is a ``not delivered:`` result."""
     try:
-        ack = await handle.deliver(peer, message)
+        ack = await handle.deliver(peer, message, hops)
     except RelayError as exc:
         project = escape_controls(peer.manifest.project)
         return _not_delivered(f"{project} did not answer: {exc}")
@@ -267,7 +268,7 @@ def _send_tool(handle: RelayHandle) -> Tool:
     async def run(args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         target, message = args["target_instance_id"], args["message"]
         peer = await check_send(handle, target, message)  # the model can fix its call
-        return await send_to(handle, peer, message)
+        return await send_to(handle, peer, message, ctx.hops)
 
     spec = ToolSpec(
         name=SEND_AGENT_MESSAGE,

@@ -39,10 +39,11 @@ from typing import Literal
 
 import attrs
 
-from zcoder.app.schedule import EXCHANGE_BOUND, Exchanges, HoldReason, hold_reason
+from zcoder.app.schedule import HoldReason, RoundTrips, hold_reason
 from zcoder.config import INBOUND_MODES, InboundMode
 from zcoder.errors import CommandError
 from zcoder.relay.envelope import Enqueue
+from zcoder.relay.limits import DEFAULT_MAX_HOPS
 from zcoder.relay.spool.store import Arrived, Claimed
 from zcoder.text.visible import escape_controls
 from zcoder.ui.slash import age
@@ -64,7 +65,8 @@ INBOX_ACTIONS = ("hold", "accept", "inbox", "approve", "deny")
 _WHY = {
     "hold": "this instance holds relayed messages",
     "unverified": "its sender's peer credentials did not verify",
-    "bound": "{bound} relayed exchanges with its sender since your last prompt",
+    "hops": "{hops} relayed turns led to it (ZCODER_RELAY_MAX_HOPS is {max_hops})",
+    "round_trips": "{max_hops} round trips with its sender since your last prompt",
 }
 
 
@@ -135,12 +137,13 @@ class Inbound:
         mode: InboundMode,
         *,
         clock: Callable[[], float] = time.time,
-        bound: int = EXCHANGE_BOUND,
+        max_hops: int = DEFAULT_MAX_HOPS,
     ) -> None:
         self.mode: InboundMode = mode
         self._clock = clock
-        self._bound = bound
-        self._exchanges = Exchanges()
+        self._max_hops = max_hops
+        self._round_trips = RoundTrips()
+        self._answered = False  # the running turn sent back to its sender (one round trip)
         self._waiting: dict[str, _Entry] = {}  # waiting and held, in sequence order
         self._held = 0
         self._numbers: dict[str, int] = {}  # every id ever known, with its number
@@ -157,8 +160,9 @@ class Inbound:
         reason = hold_reason(
             self.mode,
             verified=arrival.verified,
-            exchanges=self._exchanges.count(envelope.sender_instance_id),
-            bound=self._bound,
+            hops=envelope.hops,
+            round_trips=self._round_trips.count(envelope.sender_instance_id),
+            max_hops=self._max_hops,
         )
         entry = self._enter(arrival.sequence, envelope, arrival.verified, reason)
         return self._hold_effects(entry) if reason else []
@@ -224,7 +228,7 @@ class Inbound:
         if entry is None:
             entry = self._new_entry(claimed.sequence, envelope, claimed.verified, "")
         self._running = (entry, claimed)
-        self._exchanges.add(envelope.sender_instance_id)
+        self._answered = False
 
     def reached(self) -> list[Effect]:
         """The running message's turn reached the model: it has started."""
@@ -277,12 +281,17 @@ class Inbound:
     # -- the user -------------------------------------------------------------------------
 
     def local_turn(self) -> None:
-        """The user is in the loop again: the exchange counts start over."""
-        self._exchanges.local_turn()
+        """The user is in the loop again: the round-trip counts start over."""
+        self._round_trips.local_turn()
 
     def sent_to(self, peer: str) -> None:
-        """A receiver accepted a message of ours: one exchange with it."""
-        self._exchanges.add(peer)
+        """A receiver accepted a message of ours: when it is the sender of the relayed
+        message running now, a round trip with it (one per turn)."""
+        if self._running is None or self._answered:
+            return
+        if self._running[0].envelope.sender_instance_id == peer:  # a reply: a round trip
+            self._answered = True
+            self._round_trips.add(peer)
 
     def stop(self) -> int:
         """Escape stopped a relayed turn: when messages wait, none is claimed until
@@ -334,14 +343,14 @@ class Inbound:
 
     def approve(self, arg: str) -> list[str]:
         """Let message ``arg`` (its number, or its id) run in its turn; its sender's
-        exchange count starts again (the user looked at the exchange)."""
+        round-trip count starts again (the user looked at the exchange)."""
         entry = self._pick(arg, "approve")
         if not entry.reason:
             return [f"Relayed message {entry.number} is not held: it runs in its turn."]
         entry.reason = ""
         self._held -= 1
         self._stale = False
-        self._exchanges.reset(entry.envelope.sender_instance_id)
+        self._round_trips.reset(entry.envelope.sender_instance_id)
         return [f"Relayed message {entry.number} approved: it runs in its turn."]
 
     def deny(self, arg: str) -> Remove:
@@ -401,7 +410,8 @@ class Inbound:
         return entry
 
     def _hold_effects(self, entry: _Entry) -> list[Effect]:
-        n, why = entry.number, _WHY[entry.reason].format(bound=self._bound)
+        hops = entry.envelope.hops
+        n, why = entry.number, _WHY[entry.reason].format(hops=hops, max_hops=self._max_hops)
         sender = escape_controls(sender_label(entry.envelope))
         return [
             Tell(entry.envelope, "held", why),

@@ -106,7 +106,7 @@ class RelayLink:
         self._off = _off_reason(config)
         self._names = TargetNames()
         # Every accepted message's state; the spool only stores them.
-        self.inbound = Inbound(config.relay.inbound)
+        self.inbound = Inbound(config.relay.inbound, max_hops=config.relay.max_hops)
         self._claimed_from: Spool | None = None  # settled there even if found damaged since
         self._unshown: list[Say] = []  # caused by news taken in for a query, shown next
         self._seen = 0  # the count of the service's changes at the last wake-up
@@ -442,12 +442,12 @@ class RelayLink:
         """What the last discovery found (no I/O: Tab completes from it)."""
         return self._names.peers()
 
-    async def deliver(self, peer: Peer, message: str) -> Ack:
+    async def deliver(self, peer: Peer, message: str, hops: int = 0) -> Ack:
         if self.off:
             raise RelayUnavailable(self.reason)
         self.service.health.check_dir()  # nothing is sent from a directory that became unsafe
         try:
-            envelope = self.service.new_envelope(peer.manifest.instance_id, message)
+            envelope = self.service.new_envelope(peer.manifest.instance_id, message, hops)
         except ValueError as exc:
             raise RelayError(f"the message cannot be sent: {exc}") from None
         settings = self._config.relay

@@ -39,6 +39,7 @@ true only if every operation that moves an entry keeps it, here, beside the rena
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import shutil
@@ -118,6 +119,10 @@ class Spool:
         self._processing: dict[str, str] = {}
         self._settled: set[str] = set()
         self._withdrawn: set[str] = set()  # settled by their sender's cancel
+        # Unfinished messages per sender: one sender may fill at most half of the queue.
+        self._per_sender: collections.Counter[str] = collections.Counter()
+        self._sender: dict[str, str] = {}  # unfinished message id -> its sender
+        self._share = max(1, max_queue // 2)
         self._last = self._load_index()
         self.changes = Changes() if changes is None else changes
         self._quarantine = Quarantine(self._dirs["quarantine"], self._changed)
@@ -159,7 +164,9 @@ class Spool:
         among the unfinished messages (the one being processed counts).
 
         Decides in this order: ``duplicate`` (the id is in inbox, processing or done, so a
-        retry is idempotent even while paused or full), ``paused``, ``full``, ``accepted``.
+        retry is idempotent even while paused or full), ``paused``, ``full`` (the queue is
+        full, or this sender already has half of it: one sender cannot take the whole
+        queue from the others), ``accepted``.
         A message the file system refuses to store is ``full`` too (no capacity; nothing
         of it is left in the queue), and the fault goes to the ``on_fault`` callbacks.
         """
@@ -172,6 +179,8 @@ class Spool:
             return "paused", None
         if self.depth() >= self._max_queue:
             return "full", None
+        if self._per_sender[envelope.sender_instance_id] >= self._share:
+            return "full", None  # the others still get in
         sequence = self._last + 1
         name = entry_name(sequence, mid)
         try:
@@ -188,6 +197,7 @@ class Spool:
             return "full", None
         self._store_failing = False
         self._inbox[mid] = name
+        self._count(mid, envelope.sender_instance_id)
         self._news.append(Arrived(sequence, envelope, verified))
         self._changed()
         return "accepted", self.depth()
@@ -263,7 +273,8 @@ class Spool:
                 self._forget(mid, name)
                 self._quarantine.put(target, str(exc))
                 continue
-            self._inbox.pop(mid, None)
+            if self._inbox.pop(mid, None) is None:  # planted: ours from now on
+                self._count(mid, envelope.sender_instance_id)
             self._quarantine.vetted.discard(name)
             self._processing[mid] = name
             self._changed()
@@ -316,6 +327,7 @@ class Spool:
         self._settled.add(mid)
         if self._processing.get(mid) == claimed.path.name:
             del self._processing[mid]
+            self._finished(mid)
         self._changed()
         if fault is not None:
             raise fault
@@ -338,6 +350,7 @@ class Spool:
         except FileNotFoundError:
             if not self.root.exists():
                 del self._processing[mid]
+                self._finished(mid)
                 return
             raise RelayError(
                 f"cannot put the relayed message {mid} back in the queue: it is gone"
@@ -377,6 +390,7 @@ class Spool:
                 exc, self.root, f"cannot withdraw the relayed message {message_id}"
             ) from None
         del self._inbox[message_id]
+        self._finished(message_id)
         self._news.append(Left(message_id))
         self._settled.add(message_id)
         self._withdrawn.add(message_id)
@@ -411,6 +425,7 @@ class Spool:
                 found = ENTRY_NAME_RE.fullmatch(name)
                 if found:
                     index[found.group(2)] = name
+                    self._count(found.group(2), _sender_of(found.group(2)))
                     last = max(last, int(found.group(1)))
         for name in _listdir(self._dirs["done"]):
             mid = name.removesuffix(_RECEIPT)
@@ -423,6 +438,7 @@ class Spool:
         # them. Still known, so that a retry stays a duplicate; no longer our depth.
         for mid, name in list(self._inbox.items()):
             if name not in present and self._inbox.pop(mid, None) is not None:
+                self._finished(mid)
                 self._settled.add(mid)
                 self._news.append(Left(mid))
 
@@ -430,7 +446,21 @@ class Spool:
         # A quarantined entry is in none of inbox, processing or done any more.
         if self._inbox.get(mid) == name:
             del self._inbox[mid]
+            self._finished(mid)
             self._news.append(Left(mid))
+
+    def _count(self, mid: str, sender: str) -> None:
+        self._sender[mid] = sender
+        self._per_sender[sender] += 1
+
+    def _finished(self, mid: str) -> None:
+        """``mid`` no longer counts in its sender's share (settled, or gone)."""
+        sender = self._sender.pop(mid, None)
+        if sender is None:
+            return
+        self._per_sender[sender] -= 1
+        if self._per_sender[sender] <= 0:
+            del self._per_sender[sender]
 
     def _write_sequence(self, sequence: int) -> None:
         # In place, one write: the number only grows, so it never leaves a longer tail.
@@ -470,6 +500,12 @@ class Spool:
 
     def _changed(self) -> None:
         self.changes.note()
+
+
+def _sender_of(message_id: str) -> str:
+    """The sender's instance id an accepted message id begins with: ``<pid>-<nonce>``, the
+    nonce without a dash (``INSTANCE_ID_RE``)."""
+    return "-".join(message_id.split("-", 2)[:2])
 
 
 def _listdir(path: Path) -> list[str]:

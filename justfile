@@ -23,5 +23,5 @@ bench:
     python bench/ui.py
     python -m bench.sessions
     python -m bench.compaction
-    python -m bench.queue
+    python -m bench.enqueue
     python -m bench.startup

@@ -102,20 +102,35 @@ def _report(state: _Exit) -> int:
 
 
 def _dropped_lines(dropped: list[Unrun], *, told: bool) -> str:
-    """The exit's last lines: what it dropped, and whether the senders were told (they
-    are not when the exit cancelled the receipts with everything else)."""
+    """The exit's last lines: the relayed message it stopped and those it dropped, and
+    whether the senders were told (they are not when the exit cancelled the receipts with
+    everything else)."""
     if not dropped:
         return ""
-    many = len(dropped) > 1
-    why = "zcoder senders get a dropped receipt" if told else "their senders were not told"
-    lines = [
-        f"Dropped {len(dropped)} accepted relayed message{'s' if many else ''} that had not "
-        f"run ({why}):"
-    ]
+    receipt = "a cancelled or dropped" if any(u.running for u in dropped) else "a dropped"
+    why = f"zcoder senders get {receipt} receipt" if told else "their senders were not told"
+    lines = [f"{_stopped_and_dropped(dropped).capitalize()} ({why}):"]
     for u in dropped:
         task = shorten(one_line(u.task), 60)
-        lines.append(f"  from {visible_text(one_line(u.sender))}: {visible_text(task)}")
+        how = "running, " if u.running else ""
+        lines.append(f"  {how}from {visible_text(one_line(u.sender))}: {visible_text(task)}")
     return "\n".join(lines) + "\n"
+
+
+def _stopped_and_dropped(dropped: list[Unrun]) -> str:
+    """``stopped 1 running relayed message and dropped 2 that had not run`` and the like."""
+    running = sum(u.running for u in dropped)
+    waiting = len(dropped) - running
+    parts = ["stopped 1 running relayed message"] if running else []
+    if waiting:
+        many = waiting > 1
+        noun = (
+            "that had not run"
+            if running
+            else (f"accepted relayed message{'s' if many else ''} that had not run")
+        )
+        parts.append(f"dropped {waiting} {noun}")
+    return " and ".join(parts)
 
 
 async def _host_main(

@@ -53,12 +53,14 @@ class SessionRow:
 
 @attrs.frozen
 class Unrun:
-    """An accepted relayed message that has not run (leaving would drop it), as sent:
-    ``sender`` like ``alpha (pid 123)``, ``task`` its text (raw: escape before showing)."""
+    """An accepted relayed message that has not finished (leaving would stop it when it is
+    ``running``, else drop it), as sent: ``sender`` like ``alpha (pid 123)``, ``task`` its
+    text (raw: escape before showing)."""
 
     message_id: str
     sender: str
     task: str
+    running: bool = False
 
 
 class Backend(Protocol):
@@ -108,7 +110,8 @@ class Backend(Protocol):
         ...
 
     def relay_unrun(self) -> list[Unrun]:
-        """The accepted relayed messages that have not run, oldest first."""
+        """The accepted relayed messages that have not finished: the running one first,
+        then those waiting, oldest first."""
         ...
 
     def relay_status(self) -> tuple[str, int]:

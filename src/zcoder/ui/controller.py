@@ -39,6 +39,25 @@ __all__ = ["Controller"]
 _log = logging.getLogger(__name__)
 
 
+def _unfinished(unrun: list[Unrun]) -> tuple[str, str]:
+    """What has not finished and what leaving does to it: ``1 relayed message is running
+    and 2 have not run yet``, ``leaving stops it and drops them`` and the like."""
+    running = sum(u.running for u in unrun)
+    waiting = len(unrun) - running
+    many = waiting > 1
+    if not running:
+        return (
+            f"{waiting} accepted relayed message{'s have' if many else ' has'} not run yet",
+            f"leaving drops {'them' if many else 'it'}",
+        )
+    if not waiting:
+        return "1 relayed message is running", "leaving stops it"
+    return (
+        f"1 relayed message is running and {waiting} {'have' if many else 'has'} not run yet",
+        f"leaving stops it and drops {'them' if many else 'the other'}",
+    )
+
+
 def _senders(unrun: list[Unrun]) -> str:
     counts = collections.Counter(u.sender for u in unrun)
     return ", ".join(f"{who} ({n})" if n > 1 else who for who, n in counts.items())
@@ -136,11 +155,9 @@ class Controller:
         if not ids or (self._warned_drop is not None and ids <= self._warned_drop):
             return False
         self._warned_drop = ids
-        many = len(unrun) > 1
+        what, leaving = _unfinished(unrun)
         self.view.notice(
-            f"{len(unrun)} accepted relayed message{'s have' if many else ' has'} not run "
-            f"yet, from {_senders(unrun)}: leaving drops {'them' if many else 'it'}. "
-            "/quit or Ctrl-D again to leave anyway."
+            f"{what}, from {_senders(unrun)}: {leaving}. /quit or Ctrl-D again to leave anyway."
         )
         return True
 

@@ -70,6 +70,10 @@ _WHY = {
 }
 
 
+_QUIT = "the receiver's user quit while it ran"
+_EXITED = "the receiver exited before running it"
+
+
 def sender_label(envelope: Enqueue) -> str:
     """``alpha (pid 123)``: how the user knows a sender (raw; escaped where shown)."""
     return f"{envelope.sender_project} (pid {envelope.sender_pid})"
@@ -274,6 +278,15 @@ class Inbound:
                 "the queue and runs when the model answers again."
             )
         ]
+
+    def farewell(self) -> list[Effect]:
+        """The app is leaving: the running message is stopped (``cancelled``: it started)
+        and the waiting ones are dropped, each told to its sender."""
+        told: list[Effect] = []
+        if self._running is not None:
+            told.append(Tell(self._running[0].envelope, "cancelled", _QUIT))
+        told += [Tell(e.envelope, "dropped", _EXITED) for e in self._waiting.values()]
+        return told
 
     def model_answered(self) -> None:
         self._model_down = False

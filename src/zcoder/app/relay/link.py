@@ -52,7 +52,7 @@ from zcoder.app.relay.receipts import ReceiptSender
 from zcoder.config import Config
 from zcoder.errors import CommandError, RelayError, RelayUnavailable
 from zcoder.relay import client
-from zcoder.relay.envelope import Ack, Enqueue
+from zcoder.relay.envelope import Ack
 from zcoder.relay.listing import peer_table
 from zcoder.relay.registry import Peer
 from zcoder.relay.service import RelayService
@@ -319,16 +319,21 @@ class RelayLink:
         return bool(self._spool_call("remove a message", take))  # the spool notes it
 
     def unrun(self) -> list[Unrun]:
-        """The accepted messages that have not run (not the running one), oldest first."""
-        self._catch_up()
-        return [Unrun(e.message_id, sender_label(e), e.body) for e in self.inbound.unrun()]
-
-    def unsettled(self) -> list[Enqueue]:
-        """What leaving drops: the running message, then the waiting ones, oldest first."""
+        """What leaving stops or drops: the running message, then the waiting ones, oldest
+        first."""
         self._catch_up()
         running = self.inbound.running
         first = [running.envelope] if running is not None else []
-        return [*first, *self.inbound.unrun()]
+        return [
+            Unrun(e.message_id, sender_label(e), e.body, running=n < len(first))
+            for n, e in enumerate([*first, *self.inbound.unrun()])
+        ]
+
+    def farewell(self) -> None:
+        """On the way out: tell the sender of the running message ``cancelled`` and those
+        of the waiting ones ``dropped`` (``Inbound.farewell``)."""
+        self._catch_up()
+        self.perform(self.inbound.farewell())
 
     def _spool(self) -> Spool | None:
         """The spool to claim from (``RelayService.spool``), else ``None``."""

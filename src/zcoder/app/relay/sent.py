@@ -1,14 +1,14 @@
 """The app's actions on zcoder's relay extension that need the whole link: ``/agents sent``,
-``/agents cancel`` and the ``dropped`` receipts on the way out.
+``/agents cancel`` and the receipts on the way out.
 
 ``RelayLink.close_intake`` comes first on the way out: the relay answers ``paused`` and the
 worker claims nothing more, so the messages that will not run are fixed before they are
 listed. ``farewell`` then runs, before the relay's shut-down (the manifest must still be
 published: a sender checks that a receipt comes from a registered instance). It tells
-every sender of a message that will not run (waiting, or running and about to be stopped)
-``dropped``, and waits a bounded time for the receipts to go out; it does nothing (and
-says so) when the receipts can no longer go out (the exit is a cancel of the root, which
-took the delivering task with it).
+the sender of the running message ``cancelled`` (it started, and is about to be stopped)
+and every sender of a waiting message ``dropped``, and waits a bounded time for the
+receipts to go out; it does nothing (and says so) when the receipts can no longer go out
+(the exit is a cancel of the root, which took the delivering task with it).
 """
 
 from __future__ import annotations
@@ -27,17 +27,15 @@ if TYPE_CHECKING:
 __all__ = ["FAREWELL_SECONDS", "cancel_sent", "farewell"]
 
 FAREWELL_SECONDS = 1.5
-_DROPPED = "the receiver exited before running it"
 
 
 async def farewell(link: RelayLink, bound: float = FAREWELL_SECONDS) -> bool:
-    """``dropped`` to the sender of every message that will not run; at most ``bound``
-    seconds. ``False`` when nothing could be sent (no relay, or its receipts can no longer
-    go out). Never raises but ``trio.Cancelled``."""
+    """``cancelled`` to the sender of the running message, ``dropped`` to those of the
+    waiting ones; at most ``bound`` seconds. ``False`` when nothing could be sent (no
+    relay, or its receipts can no longer go out). Never raises but ``trio.Cancelled``."""
     if link.off or not link.receipts.alive:
         return False
-    for envelope in link.unsettled():
-        link.receipts.send(envelope, "dropped", _DROPPED)
+    link.farewell()
     await link.receipts.flush(bound)
     return True
 

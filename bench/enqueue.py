@@ -1,4 +1,4 @@
-"""Enqueue cost by queue depth: ``python -m bench.queue [--messages N]``.
+"""Enqueue cost by queue depth: ``python -m bench.enqueue [--messages N]``.
 
 A real receiver as the app wires it (``AgentBackend``, its ``RelayService`` on a real
 socket, the ``TurnWorker`` following the relay's changes) is kept busy by a local turn

@@ -223,7 +223,9 @@ async def test_one_relayed_message_runs_before_each_local_item(short_tmp: Path) 
         await b.turns(5)
         assert b.began() == ["", "alpha", "", "alpha", ""]
         topics = ("local-one", "local-two", "local-three", "relayed-one", "relayed-two")
-        order = [t for i, t in enumerate(b.asked(*topics)) if i == 0 or b.asked(*topics)[i - 1] != t]
+        order = [
+            t for i, t in enumerate(b.asked(*topics)) if i == 0 or b.asked(*topics)[i - 1] != t
+        ]
         assert order == ["local-one", "relayed-one", "local-two", "relayed-two", "local-three"]
         assert b.core.backend.relay_status() == ("on", 0)
         nursery.cancel_scope.cancel()
@@ -327,7 +329,9 @@ async def test_a_relayed_message_that_missed_the_model_runs_once_it_answers(
         await b.turns(2)
         assert b.began() == ["alpha", "alpha", "alpha"]
         relayed = [r for r in b.client.requests if _last_user(r).startswith("<agent_relay>")]
-        assert [("rename users.name" in _last_user(r), "second" in _last_user(r)) for r in relayed] == [
+        assert [
+            ("rename users.name" in _last_user(r), "second" in _last_user(r)) for r in relayed
+        ] == [
             (True, False),
             (True, False),
             (False, True),

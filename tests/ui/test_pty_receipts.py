@@ -6,6 +6,7 @@ still takes tasks and is said to send no receipts."""
 from __future__ import annotations
 
 import re
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,23 @@ def test_escape_on_the_receiver_is_reported_cancelled(
     a.app.wait_for(f"⇄ {who} started your message")
     b.app.press("escape")
     a.app.wait_for(f'⇄ {who} cancelled your message #1 "a long task": stopped by the receiver\'s')
+
+
+def test_a_receiver_killed_mid_task_shows_gone_and_cancel_says_so(
+    launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs
+) -> None:
+    a = start_agent(launch, start_fake, pty_dirs, "alpha")
+    b = start_agent(launch, start_fake, pty_dirs, "beta", text_response("slow", delay=60))
+    send_from(a, instance_id(a, "beta"), "a long task", "tell beta")
+    who = f"beta (pid {b.app.app_pid})"
+    a.app.wait_for(f'⇄ {who} started your message #1 "a long task"')
+    b.app.signal(signal.SIGKILL)  # no final receipt; its manifest stays, naming a dead pid
+    b.app.wait_exit()
+    submit(a.app, "/agents sent")
+    a.app.wait_for(f"→ {who} · gone ·")
+    submit(a.app, "/agents cancel 1")
+    a.app.wait_for(f"the receiver is gone: {who} no longer runs")
+    assert "Connection refused" not in a.app.all_text()
 
 
 def test_the_receiver_leaving_with_the_message_queued_is_reported_dropped(

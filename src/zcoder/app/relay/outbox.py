@@ -241,8 +241,8 @@ class RelayOutbox:
             raise CommandError(f"message {sent.message_id} is already {sent.state}")
         if gone(sent.target_instance_id):
             raise RelayUnavailable(
-                f"the receiver is gone: {sent.target} no longer runs, so message "
-                f"{naming(sent)} cannot be cancelled (nor run there)"
+                f"the receiver is gone: {sent.target} no longer runs; message "
+                f"{naming(sent)} cannot be cancelled"
             )
         pid, _, _ = me.partition("-")
         request = Cancel(

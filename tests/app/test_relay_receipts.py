@@ -76,11 +76,12 @@ async def test_a_task_comes_back_started_then_completed_with_answer_and_paths(
         await reported(a, mid, "completed")
         started, completed = receipts(a)
         who = f"beta (pid {os.getpid()})"
-        assert started.meta["headline"] == f"⇄ {who} started your message: rename users.name"
-        assert completed.meta["headline"] == (
-            f"⇄ {who} completed your message: Renamed users.name to users.full_name."
+        assert started.meta["headline"] == f'⇄ {who} started your message #1 "rename users.name"'
+        assert (
+            completed.meta["headline"] == f'⇄ {who} completed your message #1 "rename users.name"'
         )
-        assert "All tests pass." in completed.text
+        # The answer is shown once: in the body, not in the headline too.
+        assert completed.text.startswith("Renamed users.name to users.full_name.\nAll tests pass.")
         assert f"Changed: notes.md, {COMMANDS_NOTE}" in completed.text
         # Persisted in the session, so shown again on resume; never a model turn.
         assert completed in a.backend.agent.session.events
@@ -139,7 +140,9 @@ async def test_escape_on_the_receiver_gives_cancelled(short_tmp: Path) -> None:
             await until(b.backend.runner.cancel_turn)
         await reported(a, mid, "cancelled")
         headline = receipts(a)[-1].meta["headline"]
-        assert headline.endswith("cancelled your message: stopped by the receiver's user")
+        assert headline.endswith(
+            'cancelled your message #1 "long task": stopped by the receiver\'s user'
+        )
 
 
 async def test_the_receiver_leaving_with_the_message_queued_gives_dropped(
@@ -217,7 +220,10 @@ async def test_a_held_then_denied_message_is_reported_to_its_sender(short_tmp: P
         assert (
             receipts(a)[-1]
             .meta["headline"]
-            .endswith("holds your message for its user: this instance holds relayed messages")
+            .endswith(
+                'holds your message #1 "please wait" for its user: this instance holds relayed '
+                "messages"
+            )
         )
         b.backend.relay_control("deny 1")
         await reported(a, mid, "denied")

@@ -6,6 +6,7 @@ still takes tasks and is said to send no receipts."""
 from __future__ import annotations
 
 import re
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +35,10 @@ def test_a_task_comes_back_started_then_completed_with_its_answer_and_paths(
     )
     send_from(a, instance_id(a, "beta"), "rename users.name", "tell beta")
     who = f"beta (pid {b.app.app_pid})"
-    a.app.wait_for(f"⇄ {who} started your message: rename users.name")
-    a.app.wait_for(f"⇄ {who} completed your message: Renamed users.name in beta.")
+    a.app.wait_for(f'⇄ {who} started your message #1 "rename users.name"')
+    a.app.wait_for(f'⇄ {who} completed your message #1 "rename users.name"')
     a.app.wait_for("The digest tests pass.")
+    assert a.app.all_text().count("Renamed users.name in beta.") == 1  # the answer, once
     a.app.wait_for("Changed: notes.md")
     assert (b.workspace / "notes.md").read_text() == "renamed\n"
     submit(a.app, "/agents sent")
@@ -53,7 +55,24 @@ def test_escape_on_the_receiver_is_reported_cancelled(
     who = f"beta (pid {b.app.app_pid})"
     a.app.wait_for(f"⇄ {who} started your message")
     b.app.press("escape")
-    a.app.wait_for(f"⇄ {who} cancelled your message: stopped by the receiver's user")
+    a.app.wait_for(f'⇄ {who} cancelled your message #1 "a long task": stopped by the receiver\'s')
+
+
+def test_a_receiver_killed_mid_task_shows_gone_and_cancel_says_so(
+    launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs
+) -> None:
+    a = start_agent(launch, start_fake, pty_dirs, "alpha")
+    b = start_agent(launch, start_fake, pty_dirs, "beta", text_response("slow", delay=60))
+    send_from(a, instance_id(a, "beta"), "a long task", "tell beta")
+    who = f"beta (pid {b.app.app_pid})"
+    a.app.wait_for(f'⇄ {who} started your message #1 "a long task"')
+    b.app.signal(signal.SIGKILL)  # no final receipt; its manifest stays, naming a dead pid
+    b.app.wait_exit()
+    submit(a.app, "/agents sent")
+    a.app.wait_for(f"→ {who} · gone ·")
+    submit(a.app, "/agents cancel 1")
+    a.app.wait_for(f"the receiver is gone: {who} no longer runs")
+    assert "Connection refused" not in a.app.all_text()
 
 
 def test_the_receiver_leaving_with_the_message_queued_is_reported_dropped(
@@ -65,7 +84,9 @@ def test_the_receiver_leaving_with_the_message_queued_is_reported_dropped(
     b.app.wait_for("leaving drops it")
     b.app.press("ctrl-d")
     assert b.app.wait_exit() == 0
-    a.app.wait_for(f"⇄ {who} dropped your message: the receiver exited before running it")
+    a.app.wait_for(
+        f'⇄ {who} dropped your message #1 "rename users.name": the receiver exited before running'
+    )
     submit(a.app, "/agents sent")
     a.app.wait_for(f"→ {who} · dropped ·")
 
@@ -92,17 +113,18 @@ def test_the_receiver_holds_approves_and_denies_and_the_sender_is_told(
     submit(b.app, "/agents hold")
     b.app.wait_for("Relayed messages are held")
     submit(a.app, "/send @beta first task")
-    a.app.wait_for(f"⇄ {who} holds your message for its user")
+    a.app.wait_for(f'⇄ {who} holds your message #1 "first task" for its user')
     b.app.wait_for("Relayed message 1 from alpha")
     submit(b.app, "/agents inbox")
     b.app.wait_for(re.compile(r"1\. held +alpha \(pid \d+\) · verified · .* first task"))
     submit(b.app, "/agents approve 1")
-    a.app.wait_for(f"⇄ {who} started your message: first task")
-    a.app.wait_for(f"⇄ {who} completed your message: Done in beta.")
+    a.app.wait_for(f'⇄ {who} started your message #1 "first task"')
+    a.app.wait_for(f'⇄ {who} completed your message #1 "first task"')
+    a.app.wait_for("Done in beta.")
     submit(a.app, "/send @beta second task")
     b.app.wait_for("Relayed message 2 from alpha")
     submit(b.app, "/agents deny 2")
     b.app.wait_for("denied: removed without running")
-    a.app.wait_for(f"⇄ {who} denied your message")
+    a.app.wait_for(f'⇄ {who} denied your message #2 "second task"')
     assert len(b.fake.chat_requests()) == 1  # only the approved message reached the model
     assert a.fake.chat_requests() == []  # /send needs no model on the sender's side

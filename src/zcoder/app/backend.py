@@ -23,7 +23,7 @@ from zcoder.app.relay.labels import SendLabels
 from zcoder.app.relay.link import RelayLink
 from zcoder.app.relay.receipts import ChangeRecorder
 from zcoder.app.relay.send import PeerRefresh, send_command
-from zcoder.app.relay.sent import cancel_sent, farewell
+from zcoder.app.relay.sent import cancel_sent, farewell, sent_lines
 from zcoder.app.runner import TurnRunner
 from zcoder.app.server import ModelServer
 from zcoder.approval.questions import Approver
@@ -238,7 +238,7 @@ class AgentBackend:
 
     def relay_sent(self) -> list[str]:
         """``/agents sent``: the messages this instance sent, with their latest state."""
-        return self.relay.outbox.sent_lines()
+        return sent_lines(self.relay)
 
     async def relay_cancel(self, ref: str) -> str:
         """``/agents cancel REF``: withdraw a message this instance sent; the line to show."""

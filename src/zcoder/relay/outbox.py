@@ -2,11 +2,18 @@
 reported (sans I/O, in memory, one owner: the app's relay link).
 
 A message enters with its ack (``accepted`` or ``duplicate``: only stored messages are
-kept). A receipt is applied only when it is for a message id this instance sent, from the
-exact instance it was sent to, and moves the state forward: after a final state
-(``FINAL_STATES``) nothing changes it, so a late or repeated ``started`` cannot undo a
-``completed``. A receiver whose ack did not say ``receipts`` (a version-1 peer) never
-reports: its messages stay ``accepted`` and say so (``receipts`` false).
+kept) and a number, 1, 2, 3... in the order sent, which it keeps (``/agents sent`` and the
+receipt entries name it ``#3``). A receipt is applied only when it is for a message id this
+instance sent, from the exact instance it was sent to, and only when it moves the state
+forward: ``accepted`` < ``held`` < ``started`` < a final state (``FINAL_STATES``), which
+nothing changes. So receipts are idempotent: a repeated ``started`` or ``held`` changes
+nothing, ``held`` after ``started`` cannot move it back, a late ``started`` cannot undo a
+``completed`` (``apply`` returns ``None`` then: nothing to show, nothing to save). A
+receiver whose ack did not say ``receipts`` (a version-1 peer) never reports: its messages
+stay ``accepted`` and say so (``receipts`` false).
+
+``standing`` is what a listing shows: the state, or ``gone`` for an unsettled message of a
+reporting receiver that is no longer there (the caller looks, this module does no I/O).
 
 Bounded: the oldest settled entries go first once ``limit`` is reached.
 """
@@ -20,9 +27,18 @@ import attrs
 
 from zcoder.relay.receipt_states import FINAL_STATES
 
-__all__ = ["DEFAULT_LIMIT", "Outbox", "Sent"]
+__all__ = ["DEFAULT_LIMIT", "GONE", "Outbox", "Sent", "rank", "standing"]
 
 DEFAULT_LIMIT = 200
+#: What ``/agents sent`` shows for an unsettled message whose receiver is gone.
+GONE = "gone"
+_ORDER = {"accepted": 0, "held": 1, "started": 2}
+_FINAL_RANK = 3
+
+
+def rank(state: str) -> int:
+    """A state's place in the forward order: accepted < held < started < final."""
+    return _FINAL_RANK if state in FINAL_STATES or state == "withdrawn" else _ORDER.get(state, 0)
 
 
 @attrs.define
@@ -35,6 +51,7 @@ class Sent:
     first_line: str
     sent_at: float
     receipts: bool  # the receiver said it reports (its ack carried ``receipts``)
+    number: int = 0  # 1, 2, 3... in the order sent: ``#3`` in receipts and /agents sent
     state: str = "accepted"
     updated_at: float = 0.0
     detail: str = ""
@@ -42,7 +59,13 @@ class Sent:
 
     @property
     def final(self) -> bool:
-        return self.state in FINAL_STATES or self.state == "withdrawn"
+        return rank(self.state) == _FINAL_RANK
+
+
+def standing(sent: Sent, receiver_gone: bool) -> str:
+    """What a listing shows: ``gone`` when the receiver left without a final receipt (it
+    reports, and the message is not settled), else the state."""
+    return GONE if receiver_gone and sent.receipts and not sent.final else sent.state
 
 
 class Outbox:
@@ -52,6 +75,7 @@ class Outbox:
         self._limit = limit
         self._clock = clock
         self._sent: dict[str, Sent] = {}
+        self._count = 0
 
     def record(
         self, message_id: str, target_instance_id: str, target: str, body: str, *, receipts: bool
@@ -62,13 +86,19 @@ class Outbox:
             return self._sent[message_id]
         now = self._clock()
         first = next((line.strip() for line in body.splitlines() if line.strip()), "")
-        sent = Sent(message_id, target_instance_id, target, first, now, receipts, updated_at=now)
+        self._count += 1
+        sent = Sent(message_id, target_instance_id, target, first, now, receipts, self._count)
+        sent.updated_at = now
         self._sent[message_id] = sent
         self._trim()
         return sent
 
     def get(self, message_id: str) -> Sent | None:
         return self._sent.get(message_id)
+
+    def numbered(self, number: int) -> Sent | None:
+        """The message with that number (``None`` once trimmed, or never sent)."""
+        return next((s for s in self._sent.values() if s.number == number), None)
 
     def entries(self) -> list[Sent]:
         return list(self._sent.values())
@@ -77,12 +107,13 @@ class Outbox:
         self, message_id: str, from_instance_id: str, state: str, detail: str, changed: str
     ) -> Sent | None:
         """Apply a receipt; the updated entry, or ``None`` when it is not for a message
-        this instance sent to ``from_instance_id`` (then nothing changes). A receipt after
-        a final state changes nothing either and returns ``None``."""
+        this instance sent to ``from_instance_id`` (then nothing changes). A receipt that
+        does not move the state forward (a repeat, ``held`` after ``started``, anything
+        after a final state) changes nothing either and returns ``None``."""
         sent = self._sent.get(message_id)
         if sent is None or sent.target_instance_id != from_instance_id:
             return None
-        if sent.final:
+        if sent.final or rank(state) <= rank(sent.state):
             return None
         sent.receipts = True  # it reports, whatever its ack said
         sent.state, sent.detail, sent.changed = state, detail, changed

@@ -1,6 +1,13 @@
 """The app's actions on zcoder's relay extension that need the whole link: ``/agents sent``,
 ``/agents cancel`` and the receipts on the way out.
 
+``receiver_gone`` is how the sender finds a receiver that left without a final receipt
+(it crashed, or its ``dropped`` could not go out): its manifest is no longer in the relay
+directory (or no longer usable), or the process it names is dead. A live, registered
+receiver's manifest stays until it exits, so this never calls a live receiver gone; a
+crashed one's stale manifest still names its dead pid. ``/agents sent`` shows such a
+message ``gone`` and ``/agents cancel`` says *the receiver is gone* without connecting.
+
 ``RelayLink.close_intake`` comes first on the way out: the relay answers ``paused`` and the
 worker claims nothing more, so the messages that will not run are fixed before they are
 listed. ``farewell`` then runs, before the relay's shut-down (the manifest must still be
@@ -13,6 +20,8 @@ receipts to go out; it does nothing (and says so) when the receipts can no longe
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,7 +33,7 @@ from zcoder.relay.manifest import load_manifest
 if TYPE_CHECKING:
     from zcoder.app.relay.link import RelayLink
 
-__all__ = ["FAREWELL_SECONDS", "cancel_sent", "farewell"]
+__all__ = ["FAREWELL_SECONDS", "cancel_sent", "farewell", "receiver_gone", "sent_lines"]
 
 FAREWELL_SECONDS = 1.5
 
@@ -40,6 +49,40 @@ async def farewell(link: RelayLink, bound: float = FAREWELL_SECONDS) -> bool:
     return True
 
 
+def _dead(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # PermissionError: a process is there (not ours: it is not the receiver)
+        return False
+    return False
+
+
+def receiver_gone(relay_dir: Path) -> Callable[[str], bool]:
+    """Whether the instance with that id has left ``relay_dir`` (see the module
+    docstring). A few system calls, no connection."""
+
+    def gone(instance_id: str) -> bool:
+        try:
+            manifest = load_manifest(relay_dir, instance_id)
+        except RelayError:
+            return True
+        return _dead(manifest.pid)
+
+    return gone
+
+
+def sent_lines(link: RelayLink) -> list[str]:
+    """``/agents sent``, with ``gone`` for the receivers that left (when the relay runs:
+    without it the directory is not checked)."""
+    try:
+        _, relay_dir = link.sending_from()
+    except RelayError:
+        return link.outbox.sent_lines()
+    return link.outbox.sent_lines(receiver_gone(relay_dir))
+
+
 async def cancel_sent(link: RelayLink, ref: str) -> str:
     """``/agents cancel REF``: the line to show; ``ZcoderError`` saying why it could not."""
     me, relay_dir = link.sending_from()
@@ -48,12 +91,14 @@ async def cancel_sent(link: RelayLink, ref: str) -> str:
     def socket_of(instance_id: str) -> Path:
         try:
             return Path(load_manifest(relay_dir, instance_id).socket)
-        except RelayError as exc:
-            raise RelayUnavailable(f"the receiver is gone: {exc}") from None
+        except RelayError:  # it left between the check and now
+            raise RelayUnavailable("the receiver is gone: it left the relay directory") from None
 
     async def deliver(path: Path, request: Cancel) -> Ack:
         return await client.request(
             path, request, io_timeout=settings.io_timeout, max_bytes=settings.max_bytes
         )
 
-    return await link.outbox.cancel(ref, me=me, socket_of=socket_of, deliver=deliver)
+    return await link.outbox.cancel(
+        ref, me=me, socket_of=socket_of, deliver=deliver, gone=receiver_gone(relay_dir)
+    )

@@ -1,0 +1,78 @@
+"""The outbox's states move forward only, and a repeat changes nothing (pure, no I/O)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.relay.wire_fakes import ME, SENDER
+from zcoder.relay.outbox import GONE, Outbox, Sent, rank, standing
+from zcoder.relay.receipt_states import FINAL_STATES
+
+MID = f"{ME}-3"
+
+
+def sent_box() -> Outbox:
+    box = Outbox(clock=lambda: 100.0)
+    box.record(MID, SENDER, "digest (pid 1)", "update weeklyDigest.ts", receipts=True)
+    return box
+
+
+def test_the_order_is_accepted_held_started_then_final() -> None:
+    assert rank("accepted") < rank("held") < rank("started")
+    assert {rank(state) for state in FINAL_STATES} == {rank("started") + 1}
+
+
+def test_a_repeated_state_changes_nothing() -> None:
+    box = sent_box()
+    assert box.apply(MID, SENDER, "held", "waits", "") is not None
+    assert all(box.apply(MID, SENDER, "held", "again", "") is None for _ in range(1000))
+    assert box.apply(MID, SENDER, "started", "", "") is not None
+    assert all(box.apply(MID, SENDER, "started", "", "") is None for _ in range(1000))
+    sent = box.get(MID)
+    assert sent is not None and (sent.state, sent.detail) == ("started", "")
+
+
+def test_held_after_started_does_not_move_the_state_back() -> None:
+    box = sent_box()
+    assert box.apply(MID, SENDER, "started", "", "") is not None
+    assert box.apply(MID, SENDER, "held", "held now", "") is None
+    assert box.get(MID).state == "started"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("final", sorted(FINAL_STATES))
+def test_a_final_state_is_terminal(final: str) -> None:
+    box = sent_box()
+    assert box.apply(MID, SENDER, final, "the end", "") is not None
+    for state in ("held", "started", *sorted(FINAL_STATES)):
+        assert box.apply(MID, SENDER, state, "later", "x.py") is None
+    sent = box.get(MID)
+    assert sent is not None and (sent.state, sent.detail, sent.changed) == (final, "the end", "")
+
+
+def test_a_message_may_skip_ahead() -> None:
+    box = sent_box()  # no held, no started: a withdrawn or dropped message
+    assert box.apply(MID, SENDER, "dropped", "", "") is not None
+    box.record(f"{ME}-4", SENDER, "d", "b", receipts=True)
+    assert box.apply(f"{ME}-4", SENDER, "started", "", "") is not None
+
+
+def test_numbers_stay_with_their_message_when_old_ones_are_trimmed() -> None:
+    box = Outbox(clock=lambda: 1.0, limit=2)
+    for n in (1, 2, 3):
+        box.record(f"{ME}-{n}", SENDER, "d", f"task {n}", receipts=True)
+    assert [(s.number, s.first_line) for s in box.entries()] == [(2, "task 2"), (3, "task 3")]
+    assert box.numbered(3) is box.get(f"{ME}-3")
+    assert box.numbered(1) is None
+    assert box.record(f"{ME}-3", SENDER, "d", "again", receipts=True).number == 3  # a repeat
+
+
+def test_a_receiver_that_left_without_a_final_state_shows_gone() -> None:
+    def sent(state: str, receipts: bool = True) -> Sent:
+        return Sent(MID, SENDER, "d", "t", 0.0, receipts, 1, state=state)
+
+    assert standing(sent("started"), receiver_gone=True) == GONE
+    assert standing(sent("accepted"), receiver_gone=True) == GONE
+    assert standing(sent("started"), receiver_gone=False) == "started"
+    assert standing(sent("completed"), receiver_gone=True) == "completed"  # it said so
+    # A version-1 peer never reports: its messages were never expected to end.
+    assert standing(sent("accepted", receipts=False), receiver_gone=True) == "accepted"

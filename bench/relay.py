@@ -10,7 +10,9 @@ stale manifests added, the CPU a listening service uses while idle for 2 s, and 
 enqueue round trip while 100 connections stall (each sent part of a header and waits), and
 the receipt latency: from the moment a receiver's relayed turn ends (``ReceiptSender.send``)
 to the sender's transcript entry (its listener took the receipt through ``RelayOutbox``),
-both ends in this process on real sockets, with the real sender check and peer credentials.
+both ends in this process on real sockets, with the real sender check and peer credentials;
+and that latency again while a mute sender (it accepts the connection and never answers)
+has a receipt queued just before each one (receipts go per destination: it costs nothing).
 
 ``python bench/relay.py stalled`` and ``python bench/relay.py receipts`` print only that
 figure. The child processes are
@@ -466,11 +468,25 @@ def discovery_row(relay_dir: Path, label: str, base_ping: float) -> float:
 
 
 RECEIPTS = 300
+MUTE_RECEIPTS = 50
 
 
-async def time_receipts(relay_dir: Path) -> list[float]:
-    a, b = reserve_instance(relay_dir), reserve_instance(relay_dir)
-    for res, name in ((a, "sender"), (b, "receiver")):
+async def hold_connections(trio_listener: trio.SocketListener) -> None:
+    """A mute sender: accept every connection and never answer."""
+    held = []
+    try:
+        async with trio_listener:
+            while True:
+                held.append(await trio_listener.accept())
+    finally:
+        for stream in held:
+            stream.socket.close()
+
+
+async def time_receipts(relay_dir: Path, count: int = RECEIPTS, mute: bool = False) -> list[float]:
+    """With ``mute``, a receipt to a mute sender is queued just before each timed one."""
+    a, b, c = (reserve_instance(relay_dir) for _ in range(3))
+    for res, name in ((a, "sender"), (b, "receiver"), (c, "mute")):
         publish_manifest(res.manifest_path, manifest_for(relay_dir, res.instance_id, name))
     shown: list[trio.Event] = [trio.Event()]
 
@@ -491,20 +507,25 @@ async def time_receipts(relay_dir: Path) -> list[float]:
         extension=outbox.handle,
     )
     samples = []
+    warmup = 0 if mute else WARMUP // 4
     async with trio.open_nursery() as nursery:
         await nursery.start(listener.serve, [await open_unix_listener(a.socket_path)])
+        if mute:
+            nursery.start_soon(hold_connections, await open_unix_listener(c.socket_path))
         nursery.start_soon(receipts.run)
-        for n in range(WARMUP // 4 + RECEIPTS):
+        for n in range(warmup + count):
             message = envelope(a.instance_id, b.instance_id, n)
             ack = Ack(1, "ack", message.message_id, "accepted", 1, receipts=True)
             outbox.record(message, ack, "receiver")
             shown[0] = trio.Event()
             start = time.perf_counter()
+            if mute:
+                receipts.send(envelope(c.instance_id, b.instance_id, n), "started")
             receipts.send(message, "completed", "Renamed users.name.", "src/users.py")
             await shown[0].wait()
             samples.append(time.perf_counter() - start)
         nursery.cancel_scope.cancel()
-    return samples[WARMUP // 4 :]
+    return samples[warmup:]
 
 
 def receipt_latency(root: Path) -> None:
@@ -512,6 +533,10 @@ def receipt_latency(root: Path) -> None:
     p50, p99 = percentiles(samples)
     print(f"\nreceipt latency, turn end to the sender's entry ({len(samples)} receipts)")
     print(f"  p50 {ms(p50)}   p99 {ms(p99)}")
+    samples = trio.run(time_receipts, private_dir(root / "mute"), MUTE_RECEIPTS, True)
+    p50, p99 = percentiles(samples)
+    print(f"  with a mute sender's receipt queued before each ({len(samples)} receipts)")
+    print(f"  p50 {ms(p50)}   p99 {ms(p99)}   max {ms(max(samples))}")
 
 
 def main() -> None:

@@ -73,6 +73,26 @@ async def test_the_watch_notices_an_unsafe_relay_dir_without_any_action(
         assert len(errors(a)) == len(errors(b)) == 1
 
 
+async def test_a_deleted_socket_heals_unseen_and_a_foreign_file_there_is_told_once(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(service_module, "SCAN_INTERVAL", 0.01)
+    async with pair(short_tmp) as (a, b):
+        sock = short_tmp / "agents" / f"a-{b.id}.sock"
+        sock.unlink()  # a tmp cleaner
+        await until(sock.exists)
+        assert await send(a, b, "still reachable") == "accepted"
+        assert errors(b) == [] and b.backend.relay_status() == ("on", 1)
+        sock.unlink()
+        sock.write_text("not ours")  # something this instance did not make
+        await until(lambda: not b.backend.relay.available)
+        (line,) = errors(b)
+        assert line.startswith("Relay unavailable: socket ") and "regular file" in line
+        assert b.backend.relay_status()[0] == "unavailable"
+        assert b.id not in [p.manifest.instance_id for p in await a.backend.relay.discover()]
+    assert sock.read_text() == "not ours"
+
+
 # -- 8: full or read-only runtime storage (injected; the tmpfs tests are in tests/relay) ----
 
 

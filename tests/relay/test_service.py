@@ -15,6 +15,7 @@ from zcoder.config import RelaySettings
 from zcoder.errors import RelayUnavailable
 from zcoder.relay import client
 from zcoder.relay import service as service_module
+from zcoder.relay.endpoint import Endpoint
 from zcoder.relay.listener import Listener
 from zcoder.relay.registry import Manifest, load_manifest, remove_manifest
 from zcoder.relay.service import RelayService
@@ -53,7 +54,7 @@ async def test_start_publishes_and_stop_cleans_up_in_order(
 ) -> None:
     relay_dir = short_tmp / "agents"
     events: list[str] = []
-    real_remove, real_unlink = remove_manifest, service_module._unlink_socket
+    real_remove, real_unlink = remove_manifest, Endpoint.unlink_socket
 
     class RecordingListener(Listener):
         async def serve(self, *args: Any, **kwargs: Any) -> None:
@@ -67,14 +68,14 @@ async def test_start_publishes_and_stop_cleans_up_in_order(
             events.append("manifest removed")
         real_remove(path)
 
-    def unlink(reservation: Any) -> None:
-        if reservation.socket_path.exists():
+    def unlink(endpoint: Endpoint) -> None:
+        if endpoint.socket_path.exists():
             events.append("socket unlinked")
-        real_unlink(reservation)
+        real_unlink(endpoint)
 
     monkeypatch.setattr(service_module, "Listener", RecordingListener)
     monkeypatch.setattr("zcoder.relay.service.remove_manifest", remove)
-    monkeypatch.setattr(service_module, "_unlink_socket", unlink)
+    monkeypatch.setattr(Endpoint, "unlink_socket", unlink)
     svc = make_service(short_tmp)
     async with trio.open_nursery() as nursery:
         await nursery.start(svc.run)

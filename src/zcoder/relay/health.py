@@ -3,12 +3,14 @@
 Every failure after the start goes through ``fail(reason)``, once (the first reason wins,
 ``problem``): the listener crashed, a manifest refresh could not be written, the relay
 directory is no longer safe (``check_dir``: every discovery, send, received enqueue and
-every ``scan_interval``, in ``watch``), or the spool is damaged (``SpoolFault`` with
-``damaged``). The owner's ``on_fail`` then makes the relay unavailable for good: the
-manifest is withdrawn, the listener stops and the socket goes, but the spool stays until
-the service ends, so that messages already accepted still run. A storage fault that is not
-damage (a full or read-only disk) leaves the relay running and becomes one line for the
-user. The lines to show are drained by ``take_problems``.
+every ``scan_interval``, in ``watch``), the instance's socket path holds something it did
+not make or its socket cannot be bound again (the watch's ``heal``, the service's: see
+``endpoint.py``; a deleted socket or manifest is healed, not a failure), or the spool is
+damaged (``SpoolFault`` with ``damaged``). The owner's ``on_fail`` then makes the relay
+unavailable for good: the manifest is withdrawn, the listener stops and the socket goes, but
+the spool stays until the service ends, so that messages already accepted still run. A
+storage fault that is not damage (a full or read-only disk) leaves the relay running and
+becomes one line for the user. The lines to show are drained by ``take_problems``.
 
 ``RelayService`` owns one ``RelayHealth`` (``service.health``) and tells it what to watch
 (``relay_dir`` once found safe, the spool through a getter); every change is noted in the
@@ -18,12 +20,12 @@ relay's one ``Changes``. Nothing here calls out to the app.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import trio
 
-from zcoder.errors import RelayUnavailable
+from zcoder.errors import RelayError, RelayUnavailable
 from zcoder.relay.changes import Changes
 from zcoder.relay.paths import relay_dir_problem
 from zcoder.relay.spool.store import Spool, SpoolFault
@@ -115,22 +117,27 @@ class RelayHealth:
             self._lines.append(str(fault))
             self._changes.note()
 
-    async def watch(self) -> None:
-        """Every ``scan_interval``: is the relay directory still safe, does the spool hold
-        anything foreign (quarantined and reported even while the queue is empty), is its
-        layout intact. Ends when the relay fails; a storage fault is told once, not on
-        every look."""
+    async def watch(self, heal: Callable[[], Awaitable[None]]) -> None:
+        """Every ``scan_interval``: is the relay directory still safe, are this instance's
+        socket and manifest still in place (``heal``, the service's: it binds the socket
+        again or republishes the manifest, and raises ``RelayError`` when it cannot: the
+        relay fails with that reason), does the spool hold anything foreign (quarantined
+        and reported even while the queue is empty), is its layout intact. Ends when the
+        relay fails; a storage fault is told once, not on every look."""
         last = ""
         while not self._problem:
             await trio.sleep(self._scan_interval)
             try:
                 self.check_dir()
+                await heal()
+            except RelayError as exc:  # the directory (failed already), or the socket
+                self.fail(str(exc))  # the first reason wins: a no-op after check_dir's
+                return
+            try:
                 spool = self._spool()
                 if spool is not None:
                     spool.scan()
                 last = ""
-            except RelayUnavailable:
-                return
             except SpoolFault as fault:
                 if fault.damaged or str(fault) != last:
                     self.spool_fault(fault)

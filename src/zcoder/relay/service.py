@@ -13,7 +13,10 @@ directory.
 Nothing here takes the app down. When the relay cannot start, ``status()`` says
 unavailable with one reason and ``run`` keeps sleeping until it is cancelled. Every failure
 after the start, and every spool fault, goes through ``health`` (``relay/health.py``:
-``fail``, ``spool_fault``, ``check_dir``, the periodic watch, ``take_problems``); a failure
+``fail``, ``spool_fault``, ``check_dir``, the periodic watch, ``take_problems``). The watch
+also calls ``_heal``: a socket file deleted under us is bound again and a manifest deleted
+or changed is published again (``relay/endpoint.py``, which serves every socket bound and
+unlinks only its own); a manifest is never published while its socket is missing. A failure
 withdraws the manifest and stops the listener here, but the spool stays until the service
 ends, so that messages already accepted still run.
 
@@ -30,7 +33,6 @@ import functools
 import logging
 import os
 import socket
-import stat
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -41,6 +43,7 @@ import trio
 from zcoder.errors import RelayError, RelayUnavailable
 from zcoder.relay import client, registry
 from zcoder.relay.changes import Changes
+from zcoder.relay.endpoint import Endpoint
 from zcoder.relay.envelope import Cancel, Enqueue, Limits, Receipt
 from zcoder.relay.health import RelayHealth
 from zcoder.relay.limits import PROTOCOL_VERSION
@@ -101,6 +104,7 @@ class RelayService:
         self._want_paused = settings.mode == "paused"
         self._available = False
         self._reservation: Reservation | None = None
+        self._endpoint: Endpoint | None = None  # the socket and manifest, once bound
         self._spool: Spool | None = None
         self._published = False
         self._started_at = 0
@@ -247,6 +251,11 @@ class RelayService:
             self._prepare()
             assert self._reservation is not None and self._spool is not None
             trio_listener = await open_unix_listener(self._reservation.socket_path)
+            self._endpoint = Endpoint(
+                self._reservation.socket_path,
+                self._reservation.manifest_path,
+                grace=self._settings.io_timeout,
+            )
             try:
                 await self._serve_listener(trio_listener, signal_started)
             finally:
@@ -289,27 +298,43 @@ class RelayService:
             io_timeout=self._settings.io_timeout,
             extension=self._extension,
         )
-        # Shielded, so that on shut-down the manifest goes before the listener stops.
-        listener_scope = trio.CancelScope(shield=True)
-
-        async def serve(*, task_status: trio.TaskStatus[object]) -> None:
-            with listener_scope:
-                await listener.serve([trio_listener], task_status=task_status)
-
+        endpoint = self._endpoint
+        assert endpoint is not None
         async with trio.open_nursery() as nursery:
-            await nursery.start(serve)
+            # Shielded, so that on shut-down the manifest goes before the listener stops.
+            await nursery.start(endpoint.serve, listener, trio_listener)
             try:
                 self._publish()
                 if not self.health.problem:
                     self._available, self.health.reason = True, ""
                     self._changed()
                 signal_started()
-                nursery.start_soon(self.health.watch)
+                nursery.start_soon(self.health.watch, self._heal)
                 await self._stop.wait()
             finally:
                 self._withdraw()
-                listener_scope.cancel()
+                endpoint.stop()
                 nursery.cancel_scope.cancel()  # the watcher
+
+    async def _heal(self) -> None:
+        """One look at our socket and manifest (``health.watch``, every scan interval): a
+        socket that is gone is bound again, then a manifest that is gone or changed is
+        published again. ``RelayError`` when something else stands at the socket path
+        (never unlinked) or it cannot be bound; the watch then fails the relay."""
+        endpoint = self._endpoint
+        if endpoint is None or not self._available:
+            return
+        state = endpoint.socket_state()
+        if state == "gone":
+            _log.warning("relay socket %s was removed; binding it again", endpoint.socket_path)
+            await endpoint.rebind()
+        elif state != "ours":
+            raise RelayError(
+                f"socket {str(endpoint.socket_path)!r} was replaced by {state}, "
+                "not made by this instance; left in place"
+            )
+        if state == "gone" or not endpoint.manifest_current():
+            self._republish()
 
     def _sender_check(self, relay_dir: Path, envelope: Enqueue | Receipt | Cancel) -> bool:
         # The check reads the sender's manifest from the relay directory: only while safe.
@@ -347,14 +372,22 @@ class RelayService:
         self._started_at = int(time.time())
         publish_manifest(self._reservation.manifest_path, self._manifest())
         self._published = True
+        if self._endpoint is not None:
+            self._endpoint.note_manifest()
 
     def _republish(self) -> None:
+        """Publish again, only while our socket is in place (else the watch heals it
+        first: a manifest whose socket is gone is never published)."""
         if not (self._available and self._published and self._reservation is not None):
+            return
+        if self._endpoint is None or self._endpoint.socket_state() != "ours":
             return
         try:
             publish_manifest(self._reservation.manifest_path, self._manifest())
         except RelayError as exc:
             self.health.fail(str(exc))
+            return
+        self._endpoint.note_manifest()
 
     def _set_paused(self, paused: bool) -> None:
         """Never raises: a ``state`` file that cannot be written is a fault to show (the
@@ -391,8 +424,8 @@ class RelayService:
         """Steps 1 and 3 (the listener is stopped by then); idempotent, never raises. The
         spool (step 4) goes when ``run`` ends: accepted messages may still run meanwhile."""
         self._withdraw()
-        if self._reservation is not None:
-            _unlink_socket(self._reservation)
+        if self._endpoint is not None:
+            self._endpoint.unlink_socket()  # only the socket we bound, nothing else
 
     def _remove_spool(self) -> None:
         if self._spool is not None:
@@ -407,22 +440,6 @@ class RelayService:
 
     def _changed(self) -> None:
         self.changes.note()
-
-
-def _unlink_socket(reservation: Reservation) -> None:
-    """Unlink exactly our socket: our name, a socket, our uid. Idempotent."""
-    path = reservation.socket_path
-    if path.name != f"a-{reservation.instance_id}.sock":
-        _log.warning("relay cleanup: %s is not our socket name", path)
-        return
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if stat.S_ISSOCK(st.st_mode) and st.st_uid == os.geteuid():
-        path.unlink(missing_ok=True)
-    else:
-        _log.warning("relay cleanup: %s is not our socket; left in place", path)
 
 
 def _unfinished(spool: Spool | None, *, damaged: bool) -> int:

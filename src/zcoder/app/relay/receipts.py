@@ -1,12 +1,18 @@
 """The receiver's receipts: what became of each relayed message, told to its exact sender.
 
 ``ReceiptSender.send(message, state, detail, changed)`` never blocks and never fails: it
-puts the receipt in a bounded queue (full: the receipt is dropped and logged) that one task
-of its own (``run``, in the root nursery) delivers in order, so ``started`` always comes
-before the final state. Each receipt goes to the socket of the sender's manifest, the
-manifest whose pid is the message's ``sender_pid`` (a sender gone or replaced gets none),
-with one retry and a deadline of its own; a receipt that still cannot be delivered is
-dropped. A sender that answers ``unsupported`` (a version-1 peer) gets no more receipts.
+puts the receipt in the queue of its destination, the message's sender (``_QUEUE`` receipts
+at most per destination, ``_DESTINATIONS`` destinations at most; beyond either the receipt is
+dropped and logged). Each destination with receipts waiting has one task of its own, started
+in ``run``'s nursery, that delivers them in order, so ``started`` always comes before the
+final state, and ends as soon as its queue is empty: no task is kept for a sender that went
+quiet. Destinations never wait for each other: a mute sender (one that accepts the
+connection and never answers) holds up only its own receipts. Each receipt goes to the
+socket of the sender's manifest, the manifest whose pid is the message's ``sender_pid`` (a
+sender gone or replaced gets none), with one retry and a deadline of its own; a receipt that
+still cannot be delivered is dropped. A sender that answers ``unsupported`` (a version-1
+peer) gets no more receipts. ``flush(bound)`` waits for every destination at once, so the
+whole exit stays within ``bound``.
 
 ``ChangeRecorder`` sits in the agent's sink and notes the workspace paths a turn's
 ``write_file``, ``replace_text`` and ``apply_patch`` calls changed; a ``run_command`` that
@@ -21,6 +27,7 @@ import math
 import os
 import re
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -53,7 +60,8 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-_QUEUE = 64
+_QUEUE = 64  # receipts waiting per destination
+_DESTINATIONS = 64  # destinations with receipts waiting
 _RETRY_PAUSE = 0.2
 COMMANDS_NOTE = "(commands ran too: what they changed is not known)"
 _EDITS = frozenset({"write_file", "replace_text"})
@@ -148,6 +156,7 @@ class ReceiptStatistics:
     delivered: int = 0
     dropped: int = 0
     unsupported: int = 0
+    destinations: int = 0  # now with receipts waiting or in delivery: one task each
 
 
 class ReceiptSender:
@@ -165,19 +174,21 @@ class ReceiptSender:
         self._relay_dir = relay_dir
         self._io_timeout = io_timeout
         self._max_bytes = max_bytes
-        self._send, self._receive = trio.open_memory_channel[_Job](_QUEUE)
+        # Per destination (the sender's instance id), the receipts not yet delivered, in
+        # order; a key is present exactly while its task runs or waits for ``run``.
+        self._queues: dict[str, deque[_Job]] = {}
+        self._nursery: trio.Nursery | None = None  # ``run``'s, while it runs
         self._unsupported: set[str] = set()  # senders that answered unsupported
         self._pending = 0
         self._idle = trio.Event()
         self._idle.set()
-        self._alive = False
         self.stats = ReceiptStatistics()
 
     @property
     def alive(self) -> bool:
-        """The delivering task runs and is not cancelled: a receipt queued now can go out
-        (what ``flush`` waits for). Asked from a task of the same nursery."""
-        return self._alive and trio.current_effective_deadline() != -math.inf
+        """``run`` runs and is not cancelled: a receipt queued now can go out (what
+        ``flush`` waits for). Asked from a task of the same nursery."""
+        return self._nursery is not None and trio.current_effective_deadline() != -math.inf
 
     def send(self, message: MessageRef, state: str, detail: str = "", changed: str = "") -> None:
         """Report ``state`` of ``message`` to its sender; never blocks, never raises for a
@@ -201,7 +212,7 @@ class ReceiptSender:
                 changed=changed[:MAX_CHANGED_CHARS].replace("\0", ""),
                 created_at=int(time.time()),
             )
-            self._send.send_nowait(_Job(message, receipt))
+            self._queue(sender).append(_Job(message, receipt))
         except (ValueError, TypeError, trio.WouldBlock) as exc:
             self.stats.dropped += 1
             _log.info("relay receipt %s for %s dropped: %s", state, message.message_id, exc)
@@ -210,25 +221,52 @@ class ReceiptSender:
         self._pending += 1
         self._idle = trio.Event()
 
+    def _queue(self, target: str) -> deque[_Job]:
+        """The queue of ``target``, with its task started (``WouldBlock`` when full)."""
+        queue = self._queues.get(target)
+        if queue is None:
+            if len(self._queues) >= _DESTINATIONS:
+                raise trio.WouldBlock(f"receipts wait for {_DESTINATIONS} senders already")
+            queue = self._queues[target] = deque()
+            self.stats.destinations = len(self._queues)
+            if self._nursery is not None:
+                self._nursery.start_soon(self._drain, target)
+        elif len(queue) >= _QUEUE:
+            raise trio.WouldBlock(f"{_QUEUE} receipts wait for {target} already")
+        return queue
+
     async def run(self) -> None:
-        """Deliver the queued receipts, in order, until cancelled."""
-        self._alive = True
+        """Deliver the queued receipts, each destination in order and on its own, until
+        cancelled."""
         try:
-            async for job in self._receive:
-                try:
-                    await self._deliver(job)
-                finally:
-                    self._pending -= 1
-                    if not self._pending:
-                        self._idle.set()
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                for target in self._queues:  # queued before the start
+                    nursery.start_soon(self._drain, target)
+                await trio.sleep_forever()
         finally:
-            self._alive = False
+            self._nursery = None
 
     async def flush(self, bound: float) -> None:
         """Wait, at most ``bound`` seconds (shielded: it runs on the way out), until every
         queued receipt was delivered or dropped."""
         with trio.move_on_after(bound, shield=True):
             await self._idle.wait()
+
+    async def _drain(self, target: str) -> None:
+        """Deliver ``target``'s receipts in order; end once its queue is empty (no
+        checkpoint between the last look and the end, so no receipt is left behind)."""
+        queue = self._queues[target]
+        while queue:
+            try:
+                await self._deliver(queue[0])
+            finally:
+                queue.popleft()  # delivered, dropped, or cancelled on the way out
+                self._pending -= 1
+                if not self._pending:
+                    self._idle.set()
+        del self._queues[target]
+        self.stats.destinations = len(self._queues)
 
     async def _deliver(self, job: _Job) -> None:
         receipt = job.receipt

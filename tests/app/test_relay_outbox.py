@@ -14,11 +14,11 @@ import pytest
 
 from tests.relay.wire_fakes import ME, SENDER
 from zcoder.app.relay.outbox import RelayOutbox
-from zcoder.app.relay.sent import receiver_gone
 from zcoder.errors import RelayUnavailable
 from zcoder.relay.envelope import Ack, Cancel, Enqueue, Receipt
 from zcoder.relay.manifest import Manifest, publish_manifest
 from zcoder.relay.paths import ensure_relay_dir, manifest_name, socket_name
+from zcoder.relay.registry import receiver_gone
 from zcoder.ui.render import render_event
 
 WHO = "digest (pid 42110)"

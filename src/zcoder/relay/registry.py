@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -124,6 +125,30 @@ def sender_is_registered(relay_dir: Path, envelope: _Sender) -> bool:
     except RelayError:
         return False
     return manifest.pid == envelope.sender_pid and _alive(manifest.pid)
+
+
+def receiver_gone(relay_dir: Path) -> Callable[[str], bool]:
+    """Whether the instance with that id has left ``relay_dir``: its manifest is missing
+    or unusable, or its process is dead. A few system calls, no connection."""
+
+    def gone(instance_id: str) -> bool:
+        try:
+            manifest = load_manifest(relay_dir, instance_id)
+        except RelayError:
+            return True
+        return not _exists(manifest.pid)
+
+    return gone
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: a process is there (not ours: not the receiver)
+        return True
+    return True
 
 
 # -- discovery ------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ from zcoder.errors import CommandError, RelayError, RelayUnavailable
 from zcoder.relay import client
 from zcoder.relay.envelope import Ack
 from zcoder.relay.listing import peer_table
-from zcoder.relay.registry import Peer
+from zcoder.relay.registry import Peer, receiver_gone
 from zcoder.relay.service import RelayService
 from zcoder.relay.spool.store import Arrived, Claimed, Spool, SpoolFault
 from zcoder.text.visible import escape_controls
@@ -124,7 +124,7 @@ class RelayLink:
         )
         self.service.set_extension(self.outbox.handle)
         self.outbox.notify = self.service.changes.note  # the relay's own primitive
-        self._tools = [*relay_tools(self), message_status_tool(self.outbox.status_text)]
+        self._tools = [*relay_tools(self), message_status_tool(self._status_text)]
 
     # -- start ----------------------------------------------------------------------------
 
@@ -431,6 +431,15 @@ class RelayLink:
         await check_send(self, target, message)
 
     # -- the tools' handle ----------------------------------------------------------------
+
+    def _status_text(self, message_id: str) -> str | None:
+        """What ``agent_message_status`` reads: ``gone`` for a receiver that left (when the
+        relay runs: without it the directory is not checked)."""
+        try:
+            _, relay_dir = self.sending_from()
+        except RelayError:
+            return self.outbox.status_text(message_id)
+        return self.outbox.status_text(message_id, receiver_gone(relay_dir))
 
     @property
     def max_message_chars(self) -> int:

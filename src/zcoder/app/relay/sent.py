@@ -1,12 +1,12 @@
 """The app's actions on zcoder's relay extension that need the whole link: ``/agents sent``,
 ``/agents cancel`` and the receipts on the way out.
 
-``receiver_gone`` is how the sender finds a receiver that left without a final receipt
-(it crashed, or its ``dropped`` could not go out): its manifest is no longer in the relay
-directory (or no longer usable), or the process it names is dead. A live, registered
-receiver's manifest stays until it exits, so this never calls a live receiver gone; a
-crashed one's stale manifest still names its dead pid. ``/agents sent`` shows such a
-message ``gone`` and ``/agents cancel`` says *the receiver is gone* without connecting.
+``relay.registry.receiver_gone`` is how the sender finds a receiver that left without a
+final receipt (it crashed, or its ``dropped`` could not go out): its manifest is no longer
+in the relay directory (or no longer usable), or the process it names is dead. A live,
+registered receiver's manifest stays until it exits, so this never calls a live receiver
+gone; a crashed one's stale manifest still names its dead pid. ``/agents sent`` shows such
+a message ``gone`` and ``/agents cancel`` says *the receiver is gone* without connecting.
 
 ``RelayLink.close_intake`` comes first on the way out: the relay answers ``paused`` and the
 worker claims nothing more, so the messages that will not run are fixed before they are
@@ -20,8 +20,6 @@ receipts to go out; it does nothing (and says so) when the receipts can no longe
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,11 +27,12 @@ from zcoder.errors import RelayError, RelayUnavailable
 from zcoder.relay import client
 from zcoder.relay.envelope import Ack, Cancel
 from zcoder.relay.manifest import load_manifest
+from zcoder.relay.registry import receiver_gone
 
 if TYPE_CHECKING:
     from zcoder.app.relay.link import RelayLink
 
-__all__ = ["FAREWELL_SECONDS", "cancel_sent", "farewell", "receiver_gone", "sent_lines"]
+__all__ = ["FAREWELL_SECONDS", "cancel_sent", "farewell", "sent_lines"]
 
 FAREWELL_SECONDS = 1.5
 
@@ -47,30 +46,6 @@ async def farewell(link: RelayLink, bound: float = FAREWELL_SECONDS) -> bool:
     link.farewell()
     await link.receipts.flush(bound)
     return True
-
-
-def _dead(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # PermissionError: a process is there (not ours: it is not the receiver)
-        return False
-    return False
-
-
-def receiver_gone(relay_dir: Path) -> Callable[[str], bool]:
-    """Whether the instance with that id has left ``relay_dir`` (see the module
-    docstring). A few system calls, no connection."""
-
-    def gone(instance_id: str) -> bool:
-        try:
-            manifest = load_manifest(relay_dir, instance_id)
-        except RelayError:
-            return True
-        return _dead(manifest.pid)
-
-    return gone
 
 
 def sent_lines(link: RelayLink) -> list[str]:

@@ -55,3 +55,48 @@ def test_other_servers_are_not_told_to_ollama_pull(tmp_path: Path, kind: str, fi
         _backend(tmp_path, kind).served_name("llama3", ["smollm2"])
     assert "ollama pull" not in str(caught.value)
     assert f"is not served by {kind}" in str(caught.value) and fix in str(caught.value)
+
+
+class _Served:
+    def __init__(self, kind: str, names: list[str]) -> None:
+        self.kind = kind
+        self._names = names
+
+    async def list_models(self) -> list[Any]:
+        return [type("Info", (), {"name": n})() for n in self._names]
+
+
+@pytest.mark.parametrize("kind", ["OpenAI-compatible server", "vLLM", "LM Studio"])
+async def test_a_server_that_serves_one_other_model_is_used_with_it(
+    tmp_path: Path, kind: str
+) -> None:
+    config = make_config(tmp_path, model="qwen3-coder")
+    store = SessionStore(config.home, tmp_path, "coding")
+    sink = RecordingSink()
+    backend = AgentBackend(
+        config,
+        store,
+        store.create("qwen3-coder"),
+        cast(Any, _Served(kind, ["smollm2"])),
+        approver=cast(Any, _NoApprover()),
+        sink=sink,
+    )
+    assert await backend.runner.check_model() == ""
+    assert backend.model == "smollm2"
+    (line,) = [e.text for e in sink.entries() if e.role == "system"]
+    assert "serves only 'smollm2': using it" in line
+
+
+async def test_ollama_with_one_other_model_still_says_how_to_pull(tmp_path: Path) -> None:
+    config = make_config(tmp_path, model="qwen3-coder")
+    store = SessionStore(config.home, tmp_path, "coding")
+    backend = AgentBackend(
+        config,
+        store,
+        store.create("qwen3-coder"),
+        cast(Any, _Served("Ollama", ["llama3:latest"])),
+        approver=cast(Any, _NoApprover()),
+        sink=RecordingSink(),
+    )
+    assert "ollama pull qwen3-coder" in await backend.runner.check_model()
+    assert backend.model == "qwen3-coder"

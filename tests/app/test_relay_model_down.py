@@ -116,6 +116,10 @@ async def test_a_message_waits_while_the_server_is_down_and_runs_when_it_is_up(
                 f"The relayed message from alpha (pid {os.getpid()}) did not reach the model: "
                 "it stays first in the queue and runs when the model answers again."
             )
+            # A sender sees it before it sends (zcoder's model_state in the pong).
+            (peer,) = [p for p in await a.backend.relay.discover() if p.manifest.pid]
+            assert peer.model == "unavailable"
+            assert any("model unavailable" in line for line in await a.backend.list_agents())
             assert await send(a, b, "second") == "accepted"
             assert await b.backend.runner.check_model() != ""  # still down: still waiting
             assert b.backend.relay_waits_for_model()
@@ -123,6 +127,8 @@ async def test_a_message_waits_while_the_server_is_down_and_runs_when_it_is_up(
 
             with FakeOllama({"models": [MODEL]}, port=port) as fake:
                 assert await b.backend.runner.check_model() == ""
+                (peer,) = await a.backend.relay.discover()
+                assert peer.model == "available"
                 assert b.backend.runner.relay_runnable() and not b.backend.relay_waits_for_model()
                 assert await b.backend.runner.run_relay_turn() is True
                 (request,) = relay_requests(fake)

@@ -413,3 +413,18 @@ def test_enqueue_from_json_rejects_other_data() -> None:
         enqueue_from_json(json.dumps(enqueue_dict(body="b" * 51)).encode(), limits=LIMITS)
     other_target = enqueue_dict(target_instance_id="7-zzzz")
     assert enqueue_from_json(json.dumps(other_target).encode()).target_instance_id == "7-zzzz"
+
+
+def test_a_pong_may_say_whether_the_model_server_answers() -> None:
+    # zcoder's extension: an optional key, read only on a pong, ignored when unknown.
+    pong = Ack(1, "ack", "m1", "pong", state="ready", model_state="unavailable")
+    wire = encode_envelope(pong)
+    assert wire.endswith(b'"state":"ready","model_state":"unavailable"}')
+    assert decode_ack(wire) == pong
+    odd = b'{"protocol":1,"type":"ack","message_id":"m","status":"pong","model_state":"maybe"}'
+    assert decode_ack(odd).model_state is None
+    other = (
+        b'{"protocol":1,"type":"ack","message_id":"m","status":"accepted",'
+        b'"model_state":"available"}'
+    )
+    assert decode_ack(other).model_state is None

@@ -59,25 +59,46 @@ class TurnRunner:
         finally:
             self._relay.refresh(state="ready")
         if outcome.reached_model:
-            self._inbound.model_answered()
+            self._model_answers(True)
+        elif outcome.status == "error":
+            self._model_answers(False)
         return outcome.status
 
     def cancel_turn(self) -> bool:
         return self._agent.cancel_turn()
 
     async def check_model(self) -> str:
-        problem = await self._server.check()
-        if not problem:
-            self._inbound.model_answered()
-        return problem
+        check = await self._server.check()
+        if check.sole:
+            asked = self._agent.model
+            self._agent.set_model(check.sole)
+            self._relay.refresh(model=check.sole)
+            self._say(
+                [
+                    Say(
+                        f"Model {asked!r} is not served here; the server serves only "
+                        f"{check.sole!r}: using it (/model switches)."
+                    )
+                ]
+            )
+        self._model_answers(not check.problem)
+        return check.problem
 
     async def warmup(self) -> str:
         try:
             await self._agent.warmup()
         except ModelError as exc:
+            self._model_answers(False)
             return self._server.describe(exc)
-        self._inbound.model_answered()
+        self._model_answers(True)
         return ""
+
+    def _model_answers(self, answers: bool) -> None:
+        """What this instance now knows of its model server: relayed messages that waited
+        for it may run, and a pong tells the senders (zcoder's ``model_state``)."""
+        if answers:
+            self._inbound.model_answered()
+        self._relay.model_available(answers)
 
     # -- relayed turns --------------------------------------------------------------------
 
@@ -123,10 +144,12 @@ class TurnRunner:
 
     def _reached(self) -> None:
         # Only a turn that reached the model has started the message.
+        self._relay.model_available(True)
         self._say(self._relay.perform(self._inbound.reached()))
 
     def _ended(self, outcome: TurnOutcome) -> list[Effect]:
         if outcome.status == "error" and not outcome.reached_model:
+            self._relay.model_available(False)
             return self._inbound.unreached()
         state, detail = final_state(outcome)
         return self._inbound.finished(state, detail, self._changes.changed())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import attrs
 import trio
 
 from zcoder.agent.model import ModelClient
@@ -19,9 +20,18 @@ from zcoder.config import Config
 from zcoder.errors import CommandError, ModelError, ZcoderError
 from zcoder.text.flat import one_line
 
-__all__ = ["ModelServer"]
+__all__ = ["Check", "ModelServer"]
 
 _CHECK_SECONDS = 5.0
+
+
+@attrs.frozen
+class Check:
+    """What a server check found: ``problem`` (``""``: the model answers), or ``sole``, the
+    one model the server serves, to use instead of the one asked for."""
+
+    problem: str = ""
+    sole: str = ""
 
 
 class ModelServer:
@@ -49,17 +59,20 @@ class ModelServer:
         self.models = sorted(models)
         return self.models
 
-    async def check(self) -> str:
-        """``""`` when the server answers and serves the model, else the problem (one
-        line, with its fix)."""
+    async def check(self) -> Check:
+        """Whether the server answers and serves the model: the problem (one line, with its
+        fix), or the one model an OpenAI-compatible server serves when it is not the one
+        asked for (use it: such a server serves what it was started with)."""
         try:
             models = await self.list_models()
         except ZcoderError as exc:
-            return str(exc)
+            return Check(str(exc))
         # llama.cpp answers with the model it was started with, whatever name is asked.
         if self._client.kind == "llama.cpp" or _served(self._model(), models) is not None:
-            return ""
-        return self._missing(self._model(), at=True)
+            return Check()
+        if self._client.kind != "Ollama" and len(models) == 1:
+            return Check(sole=models[0])
+        return Check(self._missing(self._model(), at=True))
 
     def served_name(self, name: str, models: list[str]) -> str:
         """The name of ``models`` that ``name`` means (``llama3`` is ``llama3:latest``), or

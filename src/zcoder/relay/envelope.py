@@ -96,6 +96,7 @@ __all__ = [
     "MAX_PEER_ID_CHARS",
     "MAX_PROJECT_CHARS",
     "MAX_WORKSPACE_CHARS",
+    "MODEL_STATES",
     "STATES",
     "Ack",
     "Cancel",
@@ -114,6 +115,8 @@ __all__ = [
 ]
 
 STATES: tuple[str, ...] = ("ready", "busy", "paused")
+#: zcoder's extension: whether a receiver's model server answers (``model_state`` of a pong).
+MODEL_STATES: tuple[str, ...] = ("available", "unavailable")
 _T = TypeVar("_T")
 _Check = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 _Test = Callable[[Any], object]
@@ -194,6 +197,7 @@ _changed = _check(
     str, lambda v: _text(v, 0, MAX_CHANGED_CHARS), f"at most {MAX_CHANGED_CHARS} characters, no NUL"
 )
 _flag = _optional(_check(bool, lambda v: v is True, "true"))
+_model_state = _optional(_check(str, MODEL_STATES.__contains__, "available or unavailable"))
 _hops = _optional(_check(int, lambda v: 0 <= v <= MAX_HOPS, f"an integer from 0 to {MAX_HOPS}"))
 
 
@@ -245,6 +249,9 @@ class Ack:
     # zcoder's extension: the receiver will report what becomes of the message (receipts).
     # An optional key, so a version-1 peer ignores it; absent: no receipts will come.
     receipts: bool | None = attrs.field(default=None, validator=_flag)
+    # zcoder's extension: a pong says whether the receiver's model server answers (a task
+    # sent now would wait for it). Optional: a version-1 peer neither sends nor reads it.
+    model_state: str | None = attrs.field(default=None, validator=_model_state)
 
     def __attrs_post_init__(self) -> None:
         if self.queue_position is not None and self.status != "accepted":
@@ -446,6 +453,9 @@ def _judged(obj: dict[str, Any]) -> dict[str, Any]:
         fields["state"] = state
     if obj.get("receipts") is True:
         fields["receipts"] = True
+    model_state = obj.get("model_state")
+    if obj.get("status") == "pong" and type(model_state) is str and model_state in MODEL_STATES:
+        fields["model_state"] = model_state
     return fields
 
 

@@ -28,7 +28,9 @@ What a peer gets:
 * a complete frame: exactly one ack, decided in the spec's order (see ``envelope.py``),
   then the sender check (``invalid`` if it fails), then the spool (``duplicate``,
   ``paused``, ``full`` or ``accepted`` with ``queue_position``; a message the file system
-  refuses to store is ``full`` too); a ping gets ``pong`` with the instance's ``state``;
+  refuses to store is ``full`` too); a ping gets ``pong`` with the instance's ``state``
+  (and, zcoder's extension, ``model_state`` once the app knows whether its model server
+  answers);
 * zcoder's extension (``receipt``, ``cancel``): without an ``extension`` handler,
   ``unsupported`` as from a version-1 peer; with one, the sender check, then the status
   the handler decides. With a handler, an ``accepted`` enqueue's ack carries
@@ -121,6 +123,7 @@ class Listener:
         sender_check: Callable[[Enqueue | Receipt | Cancel], bool],
         state: Callable[[], str],
         limits: Limits,
+        model_state: Callable[[], str | None] = lambda: None,
         io_timeout: float,
         max_connections: int = 32,
         extension: Extension | None = None,
@@ -130,6 +133,7 @@ class Listener:
         self._spool = spool
         self._sender_check = sender_check
         self._state = state
+        self._model_state = model_state
         self._limits = limits
         self._io_timeout = io_timeout
         self._max_connections = max_connections
@@ -271,7 +275,8 @@ class Listener:
             _log.info("relay request refused: %s", exc)
             return _ack(exc.message_id, exc.status)
         if isinstance(request, Ping):
-            return _ack(request.message_id, "pong", state=self._state())
+            model = self._model_state()
+            return _ack(request.message_id, "pong", state=self._state(), model_state=model)
         if not isinstance(request, Enqueue) and self._extension is None:
             return _ack(request.message_id, "unsupported")
         if not self._sender_check(request):
@@ -293,8 +298,9 @@ def _ack(
     queue_position: int | None = None,
     state: str | None = None,
     receipts: bool | None = None,
+    model_state: str | None = None,
 ) -> Ack:
-    return Ack(1, "ack", message_id, status, queue_position, state, receipts)
+    return Ack(1, "ack", message_id, status, queue_position, state, receipts, model_state)
 
 
 async def _read_frame(

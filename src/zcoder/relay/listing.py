@@ -92,7 +92,7 @@ def peer_table(peers: list[Peer], width: int = TABLE_WIDTH) -> str:
     rows: list[tuple[str, ...]] = [_HEADINGS]
     for p in peers:
         m = p.manifest
-        fields = (m.project, str(m.pid), p.state, m.profile, m.model, m.instance_id)
+        fields = (m.project, str(m.pid), p.shown_state, m.profile, m.model, m.instance_id)
         rows.append(tuple(escape_controls(f) for f in fields))
     widths = _fit_widths(rows, width)
     room = max(width - len(_INDENT), 10)
@@ -110,4 +110,6 @@ def peer_record(peer: Peer) -> dict[str, object]:
     record: dict[str, object] = attrs.asdict(peer.manifest)
     del record["protocol"]
     record["state"] = peer.state
+    if peer.model:
+        record["model_state"] = peer.model
     return record

@@ -93,6 +93,15 @@ class Peer:
 
     manifest: Manifest
     state: str
+    # zcoder's extension of the pong: "available", "unavailable", "" (not said: a version-1
+    # peer, or a zcoder that has not reached its model server yet).
+    model: str = ""
+
+    @property
+    def shown_state(self) -> str:
+        """``ready``, or ``ready, model unavailable`` when the peer said its model server
+        does not answer (a task sent now waits for it)."""
+        return f"{self.state}, model unavailable" if self.model == "unavailable" else self.state
 
 
 def _alive(pid: int) -> bool:
@@ -281,7 +290,8 @@ async def _probe(
         except (RelayError, OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             _dropped(name, str(exc))  # a reused pid's other listener, garbage: not a peer
             return
-        out.append(Peer(manifest=manifest, state=ack.state or manifest.state))
+        state = ack.state or manifest.state
+        out.append(Peer(manifest=manifest, state=state, model=ack.model_state or ""))
     if waiting.cancelled_caught:
         _dropped(name, f"no answer to the ping within {io_timeout:g} s")
 

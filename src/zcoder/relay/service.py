@@ -101,6 +101,7 @@ class RelayService:
         self._fields = {"model": model, "session_id": session_id, "profile": profile}
         self._identity = (project, str(workspace))
         self._activity = "ready"  # ready or busy; the manifest says paused while paused
+        self._model_state: str | None = None  # what a pong says of the model, once known
         self._want_paused = settings.mode == "paused"
         self._available = False
         self._reservation: Reservation | None = None
@@ -202,6 +203,11 @@ class RelayService:
         self._fields.update(fields)
         self._republish()
 
+    def set_model_available(self, available: bool) -> None:
+        """What a ``pong`` says from now on of this instance's model server (zcoder's
+        extension: ``model_state``, ``available`` or ``unavailable``)."""
+        self._model_state = "available" if available else "unavailable"
+
     def pause(self) -> None:
         self._set_paused(True)
 
@@ -297,6 +303,7 @@ class RelayService:
             limits=self._limits,
             io_timeout=self._settings.io_timeout,
             extension=self._extension,
+            model_state=lambda: self._model_state,
         )
         endpoint = self._endpoint
         assert endpoint is not None

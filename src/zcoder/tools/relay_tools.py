@@ -63,7 +63,7 @@ class RelayHandle(Protocol):
 
 def _record(peer: Peer) -> dict[str, Any]:
     m = peer.manifest
-    values = (m.instance_id, m.project, m.workspace, m.pid, m.profile, m.model, peer.state)
+    values = (m.instance_id, m.project, m.workspace, m.pid, m.profile, m.model, peer.shown_state)
     return dict(zip(_FIELDS, values, strict=True))
 
 

@@ -1,8 +1,14 @@
 """How a send names its target (``TargetNames``), and a send's question checked and named
-before it is asked (``SendLabels``)."""
+before it is asked (``SendLabels``).
+
+A target whose workspace is the same git working tree as ours is named with a warning: two
+agents editing one checkout overwrite each other's changes (a separate worktree each, from
+``git worktree add``, keeps them apart).
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Protocol
 
 import attrs
@@ -12,7 +18,12 @@ from zcoder.relay.envelope import Enqueue
 from zcoder.relay.registry import Peer
 from zcoder.text.visible import escape_controls
 
-__all__ = ["SendLabels", "SendNaming", "TargetNames"]
+__all__ = ["SHARED_CHECKOUT", "SendLabels", "SendNaming", "TargetNames", "same_checkout"]
+
+SHARED_CHECKOUT = (
+    "same checkout as this instance: two agents editing one working tree collide; give "
+    "each its own with `git worktree add`"
+)
 
 _STATE_NOTES = {
     "ready": "ready",
@@ -25,7 +36,8 @@ class TargetNames:
     """What this instance knows of the others: the last discovery (with each one's live
     state) and the senders of relayed messages (so that a reply names its target)."""
 
-    def __init__(self) -> None:
+    def __init__(self, workspace: Path | None = None) -> None:
+        self._workspace = workspace  # ours: a target in the same checkout is warned about
         self._peers: dict[str, Peer] = {}
         self._senders: dict[str, tuple[str, int, str]] = {}
 
@@ -59,10 +71,22 @@ class TargetNames:
         label = (
             f"{escape_controls(project)} (pid {pid}, {escape_controls(workspace)}) · {instance_id}"
         )
+        note = self.checkout_note(instance_id)
+        label += f" · {note}" if note else ""
         peer = self._peers.get(instance_id)
         if peer is None:
             return label
-        return f"{label} · {_STATE_NOTES.get(peer.state, escape_controls(peer.state))}"
+        state = _STATE_NOTES.get(peer.state, escape_controls(peer.state))
+        if peer.model == "unavailable":
+            state += "; its model server does not answer: the message waits for it"
+        return f"{label} · {state}"
+
+    def checkout_note(self, instance_id: str) -> str:
+        """``SHARED_CHECKOUT`` when the target works in our git working tree, else ``""``."""
+        who = self._who(instance_id)
+        if who is None or self._workspace is None:
+            return ""
+        return SHARED_CHECKOUT if same_checkout(self._workspace, Path(who[2])) else ""
 
     def card_label(self, instance_id: str) -> str:
         """A send's tool card, kept to one row: project and pid before the exact id (the
@@ -71,6 +95,20 @@ class TargetNames:
         if who is None:
             return instance_id
         return f"{escape_controls(who[0])} (pid {who[1]}) · {instance_id}"
+
+
+def same_checkout(ours: Path, theirs: Path) -> bool:
+    """Whether two workspaces are in one git working tree (the nearest directory holding a
+    ``.git``, a linked worktree's own included), or are one directory outside git."""
+    return _checkout(ours) == _checkout(theirs)
+
+
+def _checkout(path: Path) -> Path:
+    path = Path(path).absolute()
+    for directory in (path, *path.parents):
+        if (directory / ".git").exists():
+            return directory
+    return path
 
 
 class SendNaming(Protocol):

@@ -104,7 +104,7 @@ class RelayLink:
             session_id="",
         )
         self._off = _off_reason(config)
-        self._names = TargetNames()
+        self._names = TargetNames(config.workspace)
         # Every accepted message's state; the spool only stores them.
         self.inbound = Inbound(config.relay.inbound, max_hops=config.relay.max_hops)
         self._claimed_from: Spool | None = None  # settled there even if found damaged since
@@ -249,6 +249,10 @@ class RelayLink:
 
     def refresh(self, **fields: str) -> None:
         self.service.refresh(**fields)
+
+    def model_available(self, available: bool) -> None:
+        """Whether this instance's model server answers, as its pongs tell senders."""
+        self.service.set_model_available(available)
 
     @property
     def config(self) -> Config:
@@ -480,6 +484,10 @@ class RelayLink:
     def label(self, instance_id: str) -> str:
         """How a send question names its target (``TargetNames.label``)."""
         return self._names.label(instance_id)
+
+    def checkout_note(self, instance_id: str) -> str:
+        """A warning when the target works in this instance's git checkout (``""``)."""
+        return self._names.checkout_note(instance_id)
 
     def card_label(self, instance_id: str) -> str:
         """How a send's tool card names its target (``TargetNames.card_label``)."""

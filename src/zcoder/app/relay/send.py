@@ -54,6 +54,7 @@ class SendLink(RelayHandle, Protocol):
     def reason(self) -> str: ...
 
     def card_label(self, instance_id: str) -> str: ...
+    def checkout_note(self, instance_id: str) -> str: ...
 
 
 async def send_command(link: SendLink, args: str) -> TranscriptEvent:
@@ -75,7 +76,9 @@ async def send_command(link: SendLink, args: str) -> TranscriptEvent:
     result = await send_to(link, peer, text)
     state = "completed" if result.ok else "undelivered"
     meta = {"name": SEND_CARD, "target": link.card_label(peer.manifest.instance_id), "state": state}
-    return TranscriptEvent(role="tool", text=result.summary, meta=meta)
+    note = link.checkout_note(peer.manifest.instance_id)
+    text = f"{result.summary} · {note}" if note else result.summary
+    return TranscriptEvent(role="tool", text=text, meta=meta)
 
 
 class PeerRefresh:

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from zcoder.agent.json_fields import error_text
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo
 from zcoder.agent.ollama_wire import (
     MAX_LINE_BYTES,
@@ -18,7 +19,6 @@ from zcoder.agent.ollama_wire import (
     decode_models,
     decode_show,
     encode_chat_request,
-    error_text,
 )
 from zcoder.conversation import Message, ToolCall
 from zcoder.errors import MalformedStream, StreamErrorLine

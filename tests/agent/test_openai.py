@@ -416,6 +416,6 @@ async def test_ollama_client_at_an_openai_server_says_to_use_the_openai_api() ->
     ],
 )
 def test_error_bodies_show_as_their_message_text(body: bytes) -> None:
-    from zcoder.agent.ollama_wire import error_text
+    from zcoder.agent.json_fields import error_text
 
     assert error_text(body) == "File Not Found"

@@ -24,9 +24,9 @@ import httpx
 import trio
 
 import zcoder
+from zcoder.agent.json_fields import error_text
 from zcoder.agent.model import StallLimits
-from zcoder.agent.ollama_stream import ChunkStream, close_response, describe, stall_text
-from zcoder.agent.ollama_wire import error_text
+from zcoder.agent.response_stream import ChunkStream, close_response, describe, stall_text
 from zcoder.errors import MalformedStream, ModelHTTPError, ServerUnavailable, StreamStalled
 
 __all__ = ["MAX_BODY", "MAX_ERROR_BODY", "HttpModelClient"]

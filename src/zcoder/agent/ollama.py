@@ -1,7 +1,7 @@
 """The Ollama model client: ``POST /api/chat`` streamed over httpx, errors made plain.
 
 With ``http_client.py`` (the HTTP half it shares with the OpenAI-compatible client) and
-``ollama_stream.py`` (reading a response body), the only place in zcoder that imports httpx.
+``response_stream.py`` (reading a response body), the only place in zcoder that imports httpx.
 Its exceptions stop here: callers see the ``ModelError`` subclasses of ``errors.py`` and
 nothing else.
 
@@ -26,8 +26,8 @@ import trio
 
 from zcoder.agent.http_client import HttpModelClient
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo
-from zcoder.agent.ollama_stream import ChunkStream, close_response
 from zcoder.agent.ollama_wire import ShowInfo, decode_models, decode_show, encode_chat_request
+from zcoder.agent.response_stream import ChunkStream, close_response
 from zcoder.errors import MalformedStream, ModelHTTPError
 
 __all__ = ["OllamaClient", "ShowInfo"]

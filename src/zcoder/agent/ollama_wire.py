@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from zcoder.agent.json_fields import count_field, decode_tool_call, preview, text_field
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo
 from zcoder.conversation import Message, ToolCall
 from zcoder.errors import MalformedStream, StreamErrorLine
@@ -21,20 +22,15 @@ __all__ = [
     "MAX_LINE_BYTES",
     "LineSplitter",
     "ShowInfo",
-    "count_field",
     "decode_chat_line",
     "decode_models",
     "decode_show",
-    "decode_tool_call",
     "encode_chat_request",
     "encode_message",
-    "error_text",
-    "text_field",
 ]
 
 # A chat line is one token or one set of tool calls; 16 MiB without a newline is not a line.
 MAX_LINE_BYTES = 16 * 1024 * 1024
-_PREVIEW = 120
 
 
 def encode_message(message: Message) -> dict[str, Any]:
@@ -73,71 +69,6 @@ def encode_chat_request(request: ChatRequest) -> dict[str, Any]:
     return body
 
 
-def _preview(raw: bytes | str) -> str:
-    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-    text = text.strip()
-    return text if len(text) <= _PREVIEW else text[:_PREVIEW] + "..."
-
-
-def text_field(obj: Mapping[str, Any], key: str, where: str = "chat chunk") -> str:
-    """``obj[key]`` as a string (absent or null: ``""``); anything else is malformed."""
-    value = obj.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise MalformedStream(f"{where} field {key!r} is not a string: {value!r:.80}")
-    return value
-
-
-def count_field(obj: Mapping[str, Any], key: str, where: str = "chat chunk") -> int:
-    """``obj[key]`` as a token count (absent or null: 0); a bool or a negative is malformed."""
-    value = obj.get(key)
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise MalformedStream(f"{where} field {key!r} is not a count: {value!r:.80}")
-    return value
-
-
-def _arguments(raw: Any) -> tuple[Mapping[str, Any], str]:
-    """The arguments as an object, or ``{}`` and the reason they are unusable.
-
-    Ollama sends an object; some models and proxies send the object as a JSON string. Bad
-    arguments are the model's mistake, not the server's: the call is answered with an error
-    the model can correct, and the turn goes on.
-    """
-    if raw is None:
-        return {}, ""
-    if isinstance(raw, str):
-        if not raw.strip():
-            return {}, ""
-        try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError:
-            return {}, f"the arguments are not JSON: {_preview(raw)}"
-    if not isinstance(raw, dict):
-        return {}, f"the arguments are not a JSON object: {raw!r:.80}"
-    return raw, ""
-
-
-def decode_tool_call(obj: Any) -> ToolCall:
-    """``{"id"?, "function": {"name", "arguments"}}`` -> ``ToolCall``."""
-    function = obj.get("function") if isinstance(obj, dict) else None
-    if not isinstance(function, dict):
-        raise MalformedStream(f"tool call without a function object: {obj!r:.80}")
-    name = function.get("name")
-    if not isinstance(name, str) or not name:
-        raise MalformedStream(f"tool call without a function name: {obj!r:.80}")
-    call_id = obj.get("id")
-    arguments, problem = _arguments(function.get("arguments"))
-    return ToolCall(
-        name=name,
-        arguments=arguments,
-        id=call_id if isinstance(call_id, str) else "",
-        problem=problem,
-    )
-
-
 def _tool_calls(message: Mapping[str, Any]) -> tuple[ToolCall, ...]:
     raw = message.get("tool_calls")
     if raw is None:
@@ -157,20 +88,20 @@ def decode_chat_line(line: bytes) -> ChatChunk:
         obj = json.loads(line)
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise MalformedStream(
-            f"the model server sent a line that is not JSON: {_preview(line)}"
+            f"the model server sent a line that is not JSON: {preview(line)}"
         ) from None
     if not isinstance(obj, dict):
         raise MalformedStream(
-            f"the model server sent a line that is not an object: {_preview(line)}"
+            f"the model server sent a line that is not an object: {preview(line)}"
         )
     if "error" in obj:
         raise StreamErrorLine(f"the model server failed mid-reply: {obj['error']}")
     done = obj.get("done")
     if not isinstance(done, bool):
-        raise MalformedStream(f"chat chunk without a boolean 'done': {_preview(line)}")
+        raise MalformedStream(f"chat chunk without a boolean 'done': {preview(line)}")
     message = obj.get("message") or {}
     if not isinstance(message, dict):
-        raise MalformedStream(f"chat chunk 'message' is not an object: {_preview(line)}")
+        raise MalformedStream(f"chat chunk 'message' is not an object: {preview(line)}")
     return ChatChunk(
         content=text_field(message, "content"),
         thinking=text_field(message, "thinking"),
@@ -251,27 +182,6 @@ def decode_show(body: Any, name: str) -> ShowInfo:
         family=str(details.get("family") or ""),
         parameter_size=str(details.get("parameter_size") or ""),
     )
-
-
-def error_text(body: bytes) -> str:
-    """The message of a JSON error body, else the body text itself (shortened).
-
-    Servers differ: Ollama sends ``{"error": "..."}``; llama.cpp, LM Studio and OpenAI
-    ``{"error": {"message": "..."}}``; vLLM ``{"message": "..."}``. The text is shown, never
-    the object.
-    """
-    try:
-        obj = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        obj = None
-    if isinstance(obj, dict):
-        inner = obj.get("error")
-        if isinstance(inner, dict):
-            inner = inner.get("message") or inner.get("error")
-        text = inner or obj.get("message") or obj.get("detail")
-        if isinstance(text, str) and text.strip():
-            return text.strip()
-    return _preview(body) or "(empty answer)"
 
 
 class LineSplitter:

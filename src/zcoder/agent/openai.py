@@ -21,9 +21,9 @@ import trio
 
 from zcoder.agent.http_client import HttpModelClient
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo, StallLimits
-from zcoder.agent.ollama_stream import close_response
 from zcoder.agent.openai_stream import EventChunkStream
 from zcoder.agent.openai_wire import decode_models, encode_chat_request, model_entries
+from zcoder.agent.response_stream import close_response
 from zcoder.agent.servers import GENERIC, kind_from_models, start_fix
 from zcoder.errors import (
     ModelError,

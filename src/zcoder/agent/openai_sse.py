@@ -5,7 +5,7 @@ Part of the OpenAI client's pure half (``agent/openai_wire.py`` makes chunks of 
 
 from __future__ import annotations
 
-from zcoder.agent.ollama_wire import error_text
+from zcoder.agent.json_fields import error_text
 from zcoder.errors import MalformedStream, StreamErrorLine
 
 __all__ = ["SSEEvents"]

@@ -12,9 +12,9 @@ from collections import deque
 import httpx
 
 from zcoder.agent.model import ChatChunk, StallLimits
-from zcoder.agent.ollama_stream import ChunkStream
 from zcoder.agent.openai_sse import SSEEvents
 from zcoder.agent.openai_wire import ReplyAssembler
+from zcoder.agent.response_stream import ChunkStream
 from zcoder.errors import IncompleteStream
 
 __all__ = ["EventChunkStream"]

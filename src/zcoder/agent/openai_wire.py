@@ -17,8 +17,8 @@ from typing import Any
 
 import attrs
 
+from zcoder.agent.json_fields import count_field, decode_tool_call, error_text, text_field
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo
-from zcoder.agent.ollama_wire import count_field, decode_tool_call, error_text, text_field
 from zcoder.conversation import Message
 from zcoder.errors import MalformedStream, StreamErrorLine
 

@@ -1,6 +1,8 @@
-"""Reading one Ollama response body: chat chunks line by line, every read under the stall
-deadline, and a close that is shielded, bounded and leaves the connection reusable when the
-reply was complete.
+"""Reading one streamed model response body, for both clients: every read under the stall
+deadline, a close that is shielded, bounded and leaves the connection reusable when the
+reply was complete, and the one-line text of a transport failure. ``ChunkStream`` decodes
+Ollama's NDJSON chat lines; the OpenAI client's ``EventChunkStream`` reads server-sent
+events over the same reads.
 """
 
 from __future__ import annotations

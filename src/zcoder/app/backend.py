@@ -32,7 +32,7 @@ from zcoder.config import Config
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import SessionError
 from zcoder.live import Entry, LiveEvent, ToolState, ToolUpdate, TurnSink
-from zcoder.relay.targets import target_completions
+from zcoder.relay.targets import target_completions, target_descriptions
 from zcoder.session.store import Session, SessionStore, SessionSummary
 from zcoder.tools.base import Tool
 from zcoder.tools.registry import Toolbox, core_tools
@@ -245,6 +245,11 @@ class AgentBackend:
     def send_targets(self) -> list[str]:
         """What Tab offers after ``/send ``: from the last discovery, no I/O."""
         return target_completions(self.relay.known_peers())
+
+    def send_target_descriptions(self) -> dict[str, str]:
+        """What the Tab menu may show beside each target (label, pid, workspace): from the
+        last discovery, no I/O. Not yet shown: the terminal's completer takes strings."""
+        return target_descriptions(self.relay.known_peers())
 
     def relay_sent(self) -> list[str]:
         """``/agents sent``: the messages sent in this session, with their latest state."""

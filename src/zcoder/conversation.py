@@ -49,13 +49,15 @@ class ToolCall:
 class ToolResult:
     """What goes back to the model (``text``), plus for the UI a one-line ``summary``, an
     optional ``diff`` and an optional ``output`` (a command's output, previewed under its
-    card). ``ok`` is false for every ``Error: ...`` result."""
+    card). ``ok`` is false for every ``Error: ...`` result. ``meta`` goes into the card's
+    transcript entry (a send's message id, so that a resumed session knows what it sent)."""
 
     text: str
     ok: bool = True
     summary: str = ""
     diff: str = ""
     output: str = ""
+    meta: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_mapping)
 
 
 @attrs.frozen

@@ -36,9 +36,18 @@ TurnState = Literal[
     "stopped",
     "error",
 ]
-# "undelivered": a relay send the receiver did not store (refused, or no answer).
+# "delivered" / "undelivered": a relay send the receiver stored / did not store (refused,
+# or no answer). A send card says what became of the delivery only: what became of the
+# task is the receiver's to report (receipts), never "completed" on the card.
 ToolState = Literal[
-    "pending", "running", "completed", "failed", "undelivered", "denied", "interrupted"
+    "pending",
+    "running",
+    "completed",
+    "delivered",
+    "failed",
+    "undelivered",
+    "denied",
+    "interrupted",
 ]
 
 

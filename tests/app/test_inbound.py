@@ -570,12 +570,18 @@ def test_stop_with_waiting_messages_stops_claims_until_go_on() -> None:
     assert inbound.stop() == 2
     assert inbound.stopped
     assert not inbound.runnable()
+    # /agents inbox says what the status bar says: relayed work is stopped.
+    assert inbound.lines()[0] == (
+        "Relayed messages waiting (inbound policy: accept; relayed work stopped: none runs "
+        "until /agents resume):"
+    )
     arrive(inbound, 3)
     assert not inbound.runnable()
     assert inbound.go_on() is True
     assert not inbound.stopped
     assert inbound.runnable()
     assert inbound.go_on() is False
+    assert inbound.lines()[0] == "Relayed messages waiting (inbound policy: accept):"
 
 
 def test_stop_with_nothing_waiting_stops_nothing() -> None:

@@ -149,10 +149,14 @@ async def test_a_model_sends_to_another_instance_which_runs_it_as_a_turn(short_t
         label = f"beta (pid {os.getpid()}) · {b.id}"
         cards = [e for e in a.sink.events if isinstance(e, ToolUpdate)]
         sends = [(c.state, c.target) for c in cards if c.name == "send_agent_message"]
-        assert sends[-1] == ("completed", label)
+        assert sends[-1] == ("delivered", label)  # the delivery's state, not the task's
         assert {target for _, target in sends} == {label}
         (entry,) = [e for e in a.sink.entries() if e.meta.get("name") == "send_agent_message"]
-        assert entry.meta["target"] == label and entry.meta["state"] == "completed"
+        assert entry.meta["target"] == label and entry.meta["state"] == "delivered"
+        # The session keeps what the sent list needs when it is resumed.
+        (kept,) = [e for e in a.backend.agent.session.events if e.meta.get("to") == b.id]
+        (mid,) = [s.message_id for s in a.backend.relay.outbox.outbox.entries()]
+        assert (kept.meta["message_id"], kept.meta["first_line"]) == (mid, "rename users.name")
 
         assert b.backend.runner.relay_runnable() and b.backend.relay_status() == ("on", 1)
         assert await b.backend.runner.run_relay_turn() is True

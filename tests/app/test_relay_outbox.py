@@ -4,6 +4,7 @@ receiver that left shows ``gone``."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -13,10 +14,13 @@ from typing import Any, cast
 import pytest
 
 from tests.relay.wire_fakes import ME, SENDER
-from zcoder.app.relay.outbox import RelayOutbox
-from zcoder.errors import RelayUnavailable
+from zcoder.app.relay.outbox import RelayOutbox, changed_line
+from zcoder.app.relay.receipts import COMMANDS_NOTE
+from zcoder.conversation import TranscriptEvent
+from zcoder.errors import CommandError, RelayUnavailable
 from zcoder.relay.envelope import Ack, Cancel, Enqueue, Receipt
 from zcoder.relay.manifest import Manifest, publish_manifest
+from zcoder.relay.outbox import card_meta
 from zcoder.relay.paths import ensure_relay_dir, manifest_name, socket_name
 from zcoder.relay.registry import receiver_gone
 from zcoder.ui.render import render_event
@@ -153,3 +157,85 @@ def test_gone_means_no_manifest_or_a_dead_process(short_tmp: Path) -> None:
     assert not gone(live)
     assert gone(dead)
     assert gone(f"{os.getpid()}-99999999")  # no manifest
+
+
+def card(mid: str, body: str, at: float, receipts: bool = True) -> TranscriptEvent:
+    """A send card as ``send_to`` and ``/send`` keep it in the session."""
+    meta = {**card_meta(mid, SENDER, WHO, body, receipts=receipts), "name": "/send"}
+    return TranscriptEvent(role="tool", text="accepted", at=at, meta={**meta, "state": "completed"})
+
+
+def test_a_resumed_session_lists_what_it_sent_with_the_last_state_known() -> None:
+    first = outbox()
+    first.open_session("s1", [])
+    events = [card(sent(first, n, f"task {n}"), f"task {n}", float(n)) for n in (1, 2, 3)]
+    first.handle(receipt(f"{ME}-1", "started"), verified=True)
+    first.handle(receipt(f"{ME}-2", "completed", "*Done*: it works.", "a.py\nb.py"), verified=True)
+    first.handle(receipt(f"{ME}-3", "failed", "no such file"), verified=True)
+    events += first.take_entries()
+    events.insert(1, TranscriptEvent(role="relay", text="x", meta={"receipt": "started"}))
+    events.append(events[0])  # a repeated card keeps its first entry and number
+
+    again = outbox()
+    again.open_session("s1", events)
+    one, two, three = again.sent_lines()
+    assert one.startswith(f"  1. {ME}-1 → {WHO} · started (last known: sent by an earlier run")
+    assert two.startswith(f"  2. {ME}-2 → {WHO} · completed ·") and two.endswith("task 2")
+    assert three.startswith(f"  3. {ME}-3 → {WHO} · failed ·")
+    status = again.status_text(f"{ME}-2")
+    assert status is not None
+    record = json.loads(status)
+    assert (record["detail"], record["changed"]) == ("*Done*: it works.", ["a.py", "b.py"])
+    failed = json.loads(again.status_text(f"{ME}-3") or "")
+    assert failed["detail"] == "no such file"
+    assert "earlier run" in (again.status_text(f"{ME}-1") or "")
+
+
+async def test_an_earlier_runs_message_is_not_cancelled_from_here() -> None:
+    box = outbox()
+    box.open_session("s1", [card(f"{ME}-1", "task", 1.0)])
+
+    async def deliver(path: Path, request: Cancel) -> Ack:
+        raise AssertionError("nothing is sent")
+
+    with pytest.raises(CommandError, match=r'#1 "task" was sent by an earlier run'):
+        await box.cancel("1", me=ME, socket_of=Path, deliver=deliver)
+
+
+def test_each_session_has_its_own_sent_list_and_receipts_still_reach_the_others() -> None:
+    box = outbox()
+    box.open_session("s1", [])
+    mid = sent(box, 1, "in s1")
+    box.open_session("s2", [])
+    assert box.sent_lines() == ["No messages sent in this session yet."]
+    assert box.handle(receipt(mid, "completed", "done"), verified=True) == "accepted"
+    (entry,) = box.take_entries()  # shown where the user is
+    assert entry.meta["receipt"] == "completed"
+    other = sent(box, 2, "in s2")
+    assert box.outbox.get(other) is not None and box.outbox.get(other).number == 1  # type: ignore[union-attr]
+    box.open_session("s1", [])  # kept in memory: not rebuilt from (an empty) transcript
+    (line,) = box.sent_lines()
+    assert line.startswith(f"  1. {mid} → {WHO} · completed ·")
+
+
+def test_changed_says_when_no_file_was_edited() -> None:
+    assert changed_line("a.py\nb.py") == "Changed: a.py, b.py"
+    assert changed_line(f"a.py\n{COMMANDS_NOTE}") == f"Changed: a.py {COMMANDS_NOTE}"
+    assert changed_line(COMMANDS_NOTE) == (
+        "No file edited; commands ran too: what they changed is not known"
+    )
+    assert changed_line("") == ""
+
+
+def test_a_receipts_answer_is_rendered_as_markdown_and_its_paths_as_written() -> None:
+    box = outbox()
+    mid = sent(box, 1, "fix the test")
+    answer = "*I'm about to fix the test*\n\n- **one** thing"
+    box.handle(receipt(mid, "completed", answer, "my__init__.py"), verified=True)
+    (entry,) = box.take_entries()
+    fragments = render_event(entry, width=80)
+    drawn = "".join(part[1] for part in fragments)
+    assert "*" not in drawn.replace("my__init__.py", "")
+    assert "I'm about to fix the test" in drawn
+    assert any("md.em" in style and "about" in text for style, text, *_ in fragments)
+    assert drawn.endswith("  │ Changed: my__init__.py\n")

@@ -82,7 +82,7 @@ async def test_a_task_comes_back_started_then_completed_with_answer_and_paths(
         )
         # The answer is shown once: in the body, not in the headline too.
         assert completed.text.startswith("Renamed users.name to users.full_name.\nAll tests pass.")
-        assert f"Changed: notes.md, {COMMANDS_NOTE}" in completed.text
+        assert f"Changed: notes.md {COMMANDS_NOTE}" in completed.text
         # Persisted in the session, so shown again on resume; never a model turn.
         assert completed in a.backend.agent.session.events
         assert a.client.requests == []

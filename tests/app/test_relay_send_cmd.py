@@ -38,12 +38,15 @@ async def test_send_by_label_delivers_without_a_model_or_a_question(short_tmp: P
         await a.backend.send_message("@beta run the tests\nand fix what fails")
         label = f"beta (pid {os.getpid()}) · {b.id}"
         assert cards(a) == [
-            (label, "completed", f"accepted (queue position 1) by beta (pid {os.getpid()})")
+            (label, "delivered", f"accepted (queue position 1) by beta (pid {os.getpid()})")
         ]
         assert a.client.requests == [] and a.approver.asked == []  # no turn, no question
         assert a.backend.agent.session.history == []  # the model did not send it
         (kept,) = [e for e in a.backend.agent.session.events if e.role == "tool"]
         assert kept.meta["name"] == "/send"  # kept with the session, shown on resume
+        assert kept.meta["to"] == b.id and kept.meta["first_line"] == "run the tests"
+        (line,) = a.backend.relay_sent()
+        assert line.startswith(f"  1. {kept.meta['message_id']} → beta (pid {os.getpid()})")
         assert b.backend.relay_status() == ("on", 1)
         assert queued(b) == ["run the tests\nand fix what fails"]
 
@@ -52,7 +55,7 @@ async def test_send_by_exact_id_and_bare_label(short_tmp: Path) -> None:
     async with pair(short_tmp) as (a, b):
         await a.backend.send_message(f"{b.id} one")
         await a.backend.send_message("BETA two")
-        assert [state for _, state, _ in cards(a)] == ["completed", "completed"]
+        assert [state for _, state, _ in cards(a)] == ["delivered", "delivered"]
         assert queued(b) == ["one", "two"]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.relay.wire_fakes import ME, SENDER
-from zcoder.relay.outbox import GONE, Outbox, Sent, rank, standing
+from zcoder.relay.outbox import CARD_KEYS, GONE, Outbox, Sent, card_meta, rank, standing
 from zcoder.relay.receipt_states import FINAL_STATES
 
 MID = f"{ME}-3"
@@ -76,3 +76,28 @@ def test_a_receiver_that_left_without_a_final_state_shows_gone() -> None:
     assert standing(sent("completed"), receiver_gone=True) == "completed"  # it said so
     # A version-1 peer never reports: its messages were never expected to end.
     assert standing(sent("accepted", receipts=False), receiver_gone=True) == "accepted"
+
+
+def test_a_restored_message_keeps_its_number_and_says_it_is_from_an_earlier_run() -> None:
+    box = Outbox(clock=lambda: 500.0)
+    box.restore(f"{ME}-1", SENDER, "d (pid 1)", "first", receipts=True, at=10.0)
+    box.restore(f"{ME}-2", SENDER, "d (pid 1)", "second", receipts=False, at=20.0)
+    new = box.record(f"{ME}-3", SENDER, "d (pid 1)", "third", receipts=True)
+    one, two, three = box.entries()
+    assert [s.number for s in (one, two, three)] == [1, 2, 3]
+    assert (one.earlier, one.sent_at, one.updated_at) == (True, 10.0, 10.0)
+    assert not new.earlier and new.sent_at == 500.0
+    assert box.apply(f"{ME}-1", SENDER, "started", "", "", at=30.0) is not None
+    assert one.updated_at == 30.0
+
+
+def test_a_send_card_keeps_what_the_outbox_needs() -> None:
+    meta = card_meta(MID, SENDER, "d (pid 1)", "\n  update it  \nmore", receipts=True)
+    assert meta == {
+        "message_id": MID,
+        "to": SENDER,
+        "peer": "d (pid 1)",
+        "first_line": "update it",
+        "receipts": "yes",
+    }
+    assert tuple(meta) == CARD_KEYS

@@ -12,7 +12,12 @@ from zcoder.errors import CommandError
 from zcoder.relay.listing import NO_PEERS
 from zcoder.relay.names import agent_name_problem, is_agent_name
 from zcoder.relay.registry import Peer
-from zcoder.relay.targets import MAX_CANDIDATES, resolve_target, target_completions
+from zcoder.relay.targets import (
+    MAX_CANDIDATES,
+    resolve_target,
+    target_completions,
+    target_descriptions,
+)
 
 
 def peer(instance_id: str, project: str, workspace: str = "/w/x") -> Peer:
@@ -92,6 +97,15 @@ def test_tab_offers_unique_labels_and_the_ids_of_the_rest() -> None:
         "700-7777",  # a label with a space could not be typed as one TARGET
     ]
     assert target_completions([]) == []
+
+
+def test_tab_can_describe_a_bare_id_by_its_label_pid_and_workspace() -> None:
+    described = target_descriptions(PEERS)
+    assert list(described) == target_completions(PEERS)
+    pid = TWIN_A.manifest.pid
+    assert described["300-3333"] == f"@api (pid {pid}, /w/one/api)"
+    assert described["400-4444"] == f"@API (pid {TWIN_B.manifest.pid}, /w/two/api)"
+    assert described["@weekly-digest"] == f"(pid {DIGEST.manifest.pid}, /w/digest)"
 
 
 @pytest.mark.parametrize("name", ["a", "beta", "Web.API_2", "x-" + "y" * 62, "9lives"])

@@ -201,7 +201,7 @@ class FakeBackend:
     async def send_message(self, args: str) -> None:
         assert self.sink is not None
         self.sent.append(args)
-        meta = {"name": "/send", "target": "beta (pid 7) · a-1", "state": "completed"}
+        meta = {"name": "/send", "target": "beta (pid 7) · a-1", "state": "delivered"}
         self.sink.emit(Entry(TranscriptEvent("tool", "accepted (queue position 1)", meta=meta)))
 
     def relay_control(self, action: str) -> list[str]:
@@ -217,7 +217,7 @@ class FakeBackend:
         raise ZcoderError("the relay is not running in this instance")
 
     def relay_sent(self) -> list[str]:
-        return ["No messages sent from this instance yet."]
+        return ["No messages sent in this session yet."]
 
     async def relay_cancel(self, ref: str) -> str:
         raise ZcoderError(f"no message {ref!r} was sent from this instance")

@@ -7,6 +7,8 @@ from prompt_toolkit.formatted_text import StyleAndTextTuples, to_plain_text
 
 from zcoder.conversation import ToolResult, TranscriptEvent
 from zcoder.live import Entry, TextDelta, ThinkingDelta, ToolUpdate
+from zcoder.session.data import SessionSummary
+from zcoder.ui.backend import SessionRow
 from zcoder.ui.markdown import render_markdown, split_blocks
 from zcoder.ui.render import (
     render_block,
@@ -17,6 +19,7 @@ from zcoder.ui.render import (
     render_thinking_tail,
     render_tool,
 )
+from zcoder.ui.slash import session_lines
 from zcoder.ui.status import Status, render_status
 from zcoder.ui.text import CTRL_STYLE, model_label, shorten, visible, visible_text
 from zcoder.ui.transcript import TranscriptView
@@ -438,3 +441,30 @@ def test_long_prompts_and_relayed_text_wrap_under_their_marks() -> None:
     rows = plain(render_event(relayed, width=24)).split("\n")
     assert rows[-3:] == ["  │ update the digest", "  │ for the rename", ""]
     assert plain(render_event(TranscriptEvent("user", ""))) == "\n› \n"
+
+
+def test_counts_say_one_line_not_one_lines() -> None:
+    def preview(n: int) -> str:
+        output = "\n".join(f"out {i}" for i in range(n))
+        update = ToolUpdate("1", "run_command", "make", "completed", ToolResult("", output=output))
+        return plain(render_tool(update)).splitlines()[1]
+
+    assert preview(5) == "  ⎿ … 1 earlier line"
+    assert preview(6) == "  ⎿ … 2 earlier lines"
+    assert plain(render_diff("+a\n+b\n+c", max_lines=2)).endswith("… 1 more diff line\n")
+    event = TranscriptEvent("tool", "\n".join("abcdefg"), meta={"name": "read_file"})
+    assert plain(render_event(event)).endswith("… 1 more line\n")
+
+
+def test_a_delivered_send_card_says_what_became_of_the_delivery() -> None:
+    meta = {"name": "/send", "target": "beta (pid 7)", "state": "delivered"}
+    event = TranscriptEvent("tool", "accepted (queue position 1) by beta (pid 7)", meta=meta)
+    assert plain(render_event(event)) == (
+        "✓ /send beta (pid 7)  delivered · accepted (queue position 1) by beta (pid 7)\n"
+    )
+
+
+def test_sessions_name_a_model_file_by_its_name() -> None:
+    summary = SessionSummary("1_2", "fix it", "/path/to/smollm2.gguf", 0.0, 1)
+    (line,) = session_lines([SessionRow(summary, current=True)], now=60.0)
+    assert line == "*  1. fix it  (smollm2.gguf; 1 message, just now)  1_2"

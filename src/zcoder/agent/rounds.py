@@ -171,7 +171,7 @@ class RoundRunner:
             result = attrs.evolve(result, summary=_one_line(result.text, 200))
         _log.debug("tool %s %s (%s): %s", call.name, state, self._target(call), result.summary)
         self._update(key, call, state, result)
-        meta = {"name": call.name, "target": self._target(call), "state": state}
+        meta = {**result.meta, "name": call.name, "target": self._target(call), "state": state}
         if result.diff:
             meta["diff"] = result.diff
         self._p.entry("tool", result.summary, meta)

@@ -3,9 +3,10 @@ relay; it makes the worker's ``TurnRunner`` (``runner``) over the same agent.
 
 Part of the app wiring (floor 5): it knows the agent and answers the UI in the UI's terms
 (one-line problems as ``ZcoderError``, ``SessionRow``). Sessions and model switching are
-here; the turns (user and relayed) are the runner's, and every relayed message's state is
-the relay link's (``RelayLink.inbound``). Made once, with the approver and the sink the
-agent reports to (no later attaching).
+here (a session brings its own sent list: ``RelayOutbox.open_session``); the turns (user
+and relayed) are the runner's, and every relayed message's state is the relay link's
+(``RelayLink.inbound``). Made once, with the approver and the sink the agent reports to
+(no later attaching).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from zcoder.agent.model import ModelClient
 from zcoder.app.relay.labels import SendLabels
 from zcoder.app.relay.link import RelayLink
 from zcoder.app.relay.receipts import ChangeRecorder
-from zcoder.app.relay.send import PeerRefresh, send_command
+from zcoder.app.relay.send import SEND_CARD, PeerRefresh, send_command
 from zcoder.app.relay.sent import cancel_sent, farewell, sent_lines
 from zcoder.app.runner import TurnRunner
 from zcoder.app.server import ModelServer
@@ -30,8 +31,8 @@ from zcoder.approval.questions import Approver
 from zcoder.config import Config
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import SessionError
-from zcoder.live import Entry, LiveEvent, ToolUpdate, TurnSink
-from zcoder.relay.targets import target_completions
+from zcoder.live import Entry, LiveEvent, ToolState, ToolUpdate, TurnSink
+from zcoder.relay.targets import target_completions, target_descriptions
 from zcoder.session.store import Session, SessionStore, SessionSummary
 from zcoder.tools.base import Tool
 from zcoder.tools.registry import Toolbox, core_tools
@@ -41,13 +42,17 @@ from zcoder.ui.backend import SessionRow, Unrun
 __all__ = ["AgentBackend"]
 
 _log = logging.getLogger(__name__)
+# A send card's states as the screen names them: what became of the delivery.
+_DELIVERY: dict[str, ToolState] = {"completed": "delivered", "failed": "undelivered"}
 
 
 class _SendCardLabels:
     """Names a send's target like its question does (project and pid, not a bare id), on
-    its card and its transcript entry; and shows a failed send as ``undelivered``: a send
-    fails exactly when no receiver stored the message (refused by it, unanswered, or
-    refused before the question), so its card says ``not delivered``."""
+    its card and its transcript entry; and says what became of the delivery, never of the
+    task (``completed`` is a receipt's word): a send succeeds exactly when its receiver
+    stored the message (``delivered``) and fails exactly when no receiver stored it
+    (refused by it, unanswered, or refused before the question), so its card says ``not
+    delivered``."""
 
     def __init__(self, inner: TurnSink, label: Callable[[str], str] = str) -> None:
         self._inner = inner
@@ -55,7 +60,7 @@ class _SendCardLabels:
 
     def emit(self, event: LiveEvent) -> None:
         if isinstance(event, ToolUpdate) and event.name == SEND_AGENT_MESSAGE:
-            state = "undelivered" if event.state == "failed" else event.state
+            state = _DELIVERY.get(event.state, event.state)
             event = attrs.evolve(event, target=self._label(event.target), state=state)
         elif isinstance(event, Entry) and event.event.meta.get("name") == SEND_AGENT_MESSAGE:
             # The same label as the card's, so the view knows this card is already shown.
@@ -66,10 +71,12 @@ class _SendCardLabels:
 
 def as_shown(event: TranscriptEvent) -> TranscriptEvent:
     """A saved transcript event as the screen shows it: a send that failed was not
-    delivered (nothing was stored), also when a resumed session draws it again."""
+    delivered (nothing was stored), one that succeeded was delivered (what the receiver did
+    with it is for its receipts to say), also when a resumed session draws it again."""
     meta = event.meta
-    if meta.get("name") == SEND_AGENT_MESSAGE and meta.get("state") == "failed":
-        return attrs.evolve(event, meta={**meta, "state": "undelivered"})
+    state = meta.get("state", "")
+    if meta.get("name") in (SEND_AGENT_MESSAGE, SEND_CARD) and state in _DELIVERY:
+        return attrs.evolve(event, meta={**meta, "state": _DELIVERY[state]})
     return event
 
 
@@ -100,6 +107,8 @@ class AgentBackend:
         self._core_tools = core_tools()
         self._toolbox = Toolbox(self._core_tools)
         self.relay = RelayLink(config, runtime_dir, self._offer_relay_tools)
+        # The sent list is the session's: a resumed one's is rebuilt from its transcript.
+        self.relay.outbox.open_session(session.id, session.events)
         self.peer_refresh = PeerRefresh(self.relay.discover)
         self._sink = sink
         changes = ChangeRecorder(_SendCardLabels(sink, self.relay.card_label))
@@ -180,6 +189,7 @@ class AgentBackend:
         if old.history:
             self._save(old)
         self.agent.switch_session(new)
+        self.relay.outbox.open_session(new.id, new.events)
         self._store.release(old)
         self.relay.refresh(session_id=new.id, model=self.model)
 
@@ -236,8 +246,13 @@ class AgentBackend:
         """What Tab offers after ``/send ``: from the last discovery, no I/O."""
         return target_completions(self.relay.known_peers())
 
+    def send_target_descriptions(self) -> dict[str, str]:
+        """What the Tab menu may show beside each target (label, pid, workspace): from the
+        last discovery, no I/O. Not yet shown: the terminal's completer takes strings."""
+        return target_descriptions(self.relay.known_peers())
+
     def relay_sent(self) -> list[str]:
-        """``/agents sent``: the messages this instance sent, with their latest state."""
+        """``/agents sent``: the messages sent in this session, with their latest state."""
         return sent_lines(self.relay)
 
     async def relay_cancel(self, ref: str) -> str:

@@ -343,7 +343,8 @@ def _welcome(
         terminal.print_above(wrap_fragments(visible(line, "class:system"), width))
     if len(resumed) > _REPLAY:  # say where the replay starts, as /sessions N does
         hidden = len(resumed) - _REPLAY
-        terminal.print_above([("class:dim", f"… {hidden} earlier entries not shown\n")])
+        entries = "entry" if hidden == 1 else "entries"
+        terminal.print_above([("class:dim", f"… {hidden} earlier {entries} not shown\n")])
     for event in resumed[-_REPLAY:]:
         terminal.print_above(render_event(event, width=width))
     hint = "Type a message · /help for commands · Esc stops a turn · Ctrl-D quits"

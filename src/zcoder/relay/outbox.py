@@ -16,6 +16,12 @@ stay ``accepted`` and say so (``receipts`` false).
 reporting receiver that is no longer there (the caller looks, this module does no I/O).
 
 Bounded: the oldest settled entries go first once ``limit`` is reached.
+
+The sent list is part of the session: a send card keeps ``card_meta`` (the message id, its
+receiver, how the user knows it, its first line, whether it reports), so that a resumed
+session's outbox is rebuilt from its transcript (``restore``, in the order sent: the numbers
+come back). Such a message was sent by an earlier run of zcoder (``earlier``): its
+receiver reports to that run's instance id, so what is shown is the last state known.
 """
 
 from __future__ import annotations
@@ -27,13 +33,34 @@ import attrs
 
 from zcoder.relay.receipt_states import FINAL_STATES
 
-__all__ = ["DEFAULT_LIMIT", "GONE", "Outbox", "Sent", "rank", "standing"]
+__all__ = ["CARD_KEYS", "DEFAULT_LIMIT", "GONE", "Outbox", "Sent", "card_meta", "rank", "standing"]
 
 DEFAULT_LIMIT = 200
 #: What ``/agents sent`` shows for an unsettled message whose receiver is gone.
 GONE = "gone"
 _ORDER = {"accepted": 0, "held": 1, "started": 2}
 _FINAL_RANK = 3
+_FIRST_LINE_CHARS = 160
+#: What a send card's meta holds of the message it delivered (``card_meta``).
+CARD_KEYS = ("message_id", "to", "peer", "first_line", "receipts")
+
+
+def _first_line(body: str) -> str:
+    return next((line.strip() for line in body.splitlines() if line.strip()), "")
+
+
+def card_meta(
+    message_id: str, target_instance_id: str, target: str, body: str, *, receipts: bool
+) -> dict[str, str]:
+    """The send card's record of a stored message (``CARD_KEYS``): what ``restore`` takes
+    back when the session is resumed."""
+    return {
+        "message_id": message_id,
+        "to": target_instance_id,
+        "peer": target,
+        "first_line": _first_line(body)[:_FIRST_LINE_CHARS],
+        "receipts": "yes" if receipts else "no",
+    }
 
 
 def rank(state: str) -> int:
@@ -56,6 +83,7 @@ class Sent:
     updated_at: float = 0.0
     detail: str = ""
     changed: str = ""
+    earlier: bool = False  # restored from the session: sent by an earlier run of zcoder
 
     @property
     def final(self) -> bool:
@@ -82,12 +110,38 @@ class Outbox:
     ) -> Sent:
         """Keep a message its receiver stored; returns its entry (a repeated id keeps the
         first entry)."""
+        return self._keep(message_id, target_instance_id, target, _first_line(body), receipts)
+
+    def restore(
+        self,
+        message_id: str,
+        target_instance_id: str,
+        target: str,
+        first_line: str,
+        *,
+        receipts: bool,
+        at: float,
+    ) -> Sent:
+        """Take back a message a saved session's transcript says was sent (at ``at``, by an
+        earlier run): it gets the next number, as it did then."""
+        sent = self._keep(message_id, target_instance_id, target, first_line, receipts, at)
+        sent.earlier = True
+        return sent
+
+    def _keep(
+        self,
+        message_id: str,
+        target_instance_id: str,
+        target: str,
+        first_line: str,
+        receipts: bool,
+        at: float | None = None,
+    ) -> Sent:
         if message_id in self._sent:
             return self._sent[message_id]
-        now = self._clock()
-        first = next((line.strip() for line in body.splitlines() if line.strip()), "")
+        now = self._clock() if at is None else at
         self._count += 1
-        sent = Sent(message_id, target_instance_id, target, first, now, receipts, self._count)
+        sent = Sent(message_id, target_instance_id, target, first_line, now, receipts, self._count)
         sent.updated_at = now
         self._sent[message_id] = sent
         self._trim()
@@ -104,7 +158,14 @@ class Outbox:
         return list(self._sent.values())
 
     def apply(
-        self, message_id: str, from_instance_id: str, state: str, detail: str, changed: str
+        self,
+        message_id: str,
+        from_instance_id: str,
+        state: str,
+        detail: str,
+        changed: str,
+        *,
+        at: float | None = None,
     ) -> Sent | None:
         """Apply a receipt; the updated entry, or ``None`` when it is not for a message
         this instance sent to ``from_instance_id`` (then nothing changes). A receipt that
@@ -117,7 +178,7 @@ class Outbox:
             return None
         sent.receipts = True  # it reports, whatever its ack said
         sent.state, sent.detail, sent.changed = state, detail, changed
-        sent.updated_at = self._clock()
+        sent.updated_at = self._clock() if at is None else at
         return sent
 
     def withdrawn(self, message_id: str) -> Sent | None:

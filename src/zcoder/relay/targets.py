@@ -17,7 +17,13 @@ from zcoder.relay.listing import NO_PEERS
 from zcoder.relay.registry import Peer
 from zcoder.text.visible import escape_controls
 
-__all__ = ["MAX_CANDIDATES", "describe_peer", "resolve_target", "target_completions"]
+__all__ = [
+    "MAX_CANDIDATES",
+    "describe_peer",
+    "resolve_target",
+    "target_completions",
+    "target_descriptions",
+]
 
 MAX_CANDIDATES = 8  # listed in a refusal; the rest are counted
 
@@ -78,3 +84,16 @@ def target_completions(peers: Sequence[Peer]) -> list[str]:
         else:
             ids.add(p.manifest.instance_id)
     return [*sorted(labels), *sorted(ids)]
+
+
+def target_descriptions(peers: Sequence[Peer]) -> dict[str, str]:
+    """What the Tab menu may show beside each of ``target_completions``: for a bare id
+    (its label is shared, or cannot be typed) the label, pid and workspace, so that two
+    peers named alike can be told apart; for a label, its pid and workspace."""
+    described = {}
+    for p in peers:
+        m = p.manifest
+        where = f"pid {m.pid}, {escape_controls(m.workspace)}"
+        described[m.instance_id] = f"@{escape_controls(m.project)} ({where})"
+        described.setdefault(f"@{m.project}", f"({where})")
+    return {option: described[option] for option in target_completions(peers)}

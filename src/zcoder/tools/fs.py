@@ -142,7 +142,7 @@ async def _read_file(args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     if len(text) > ctx.output_cap:
         hint = "\n[file cut in the middle: use read_file_range to read the omitted lines]"
         text = cap_text(text, max(ctx.output_cap - len(hint), 0)) + hint
-    return ToolResult(text=text, summary=f"{lines} lines")
+    return ToolResult(text=text, summary=f"{lines} line{'' if lines == 1 else 's'}")
 
 
 READ_FILE = Tool(

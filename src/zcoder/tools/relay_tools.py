@@ -16,9 +16,12 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+import attrs
+
 from zcoder.errors import RelayError, ToolError
 from zcoder.relay.envelope import Ack
 from zcoder.relay.listing import NO_PEERS
+from zcoder.relay.outbox import card_meta
 from zcoder.relay.registry import Peer
 from zcoder.text.visible import escape_controls
 from zcoder.tools.base import Tool, ToolContext, ToolResult, ToolSpec
@@ -261,7 +264,13 @@ async def send_to(handle: RelayHandle, peer: Peer, message: str, hops: int = 0) 
     except RelayError as exc:
         project = escape_controls(peer.manifest.project)
         return _not_delivered(f"{project} did not answer: {exc}")
-    return _ack_result(ack, peer)
+    result = _ack_result(ack, peer)
+    if not ack.stored:
+        return result
+    m = peer.manifest  # the card keeps what the outbox needs when the session is resumed
+    target = f"{escape_controls(m.project)} (pid {m.pid})"
+    meta = card_meta(ack.message_id, m.instance_id, target, message, receipts=bool(ack.receipts))
+    return attrs.evolve(result, meta=meta)
 
 
 def _send_tool(handle: RelayHandle) -> Tool:

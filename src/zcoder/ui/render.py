@@ -45,11 +45,17 @@ TOOL_MARKS: dict[ToolState, tuple[str, str]] = {
     "pending": ("○", "class:tool.pending"),
     "running": ("◐", "class:tool.running"),
     "completed": ("✓", "class:tool.ok"),
+    "delivered": ("✓", "class:tool.ok"),
     "failed": ("✗", "class:tool.failed"),
     "undelivered": ("✗", "class:tool.undelivered"),
     "denied": ("⊘", "class:tool.denied"),
     "interrupted": ("■", "class:tool.interrupted"),
 }
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 earlier line``, ``2 earlier lines``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def indent(fragments: StyleAndTextTuples, prefix: str, style: str = "") -> StyleAndTextTuples:
@@ -99,7 +105,7 @@ def render_diff(diff: str, max_lines: int = MAX_DIFF_LINES) -> StyleAndTextTuple
         out.extend(visible(line, style))
         out.append(("", "\n"))
     if len(lines) > max_lines:
-        out.append(("class:dim", f"… {len(lines) - max_lines} more diff lines\n"))
+        out.append(("class:dim", f"… {_count(len(lines) - max_lines, 'more diff line')}\n"))
     return out
 
 
@@ -141,7 +147,7 @@ def _output_preview(output: str, width: int) -> StyleAndTextTuples:
     shown = lines[-MAX_OUTPUT_LINES:]
     out: StyleAndTextTuples = []
     if len(lines) > len(shown):
-        out.append(("class:dim", f"  ⎿ … {len(lines) - len(shown)} earlier lines\n"))
+        out.append(("class:dim", f"  ⎿ … {_count(len(lines) - len(shown), 'earlier line')}\n"))
     for n, line in enumerate(shown):
         lead = "  ⎿ " if n == 0 and not out else "    "
         out.append(("class:tool.summary", lead))
@@ -181,7 +187,7 @@ def _tool_text(text: str, width: int = 100) -> StyleAndTextTuples:
         body.extend(visible(shorten(line, max(width - 4, 20)), "class:tool.summary"))
         body.append(("", "\n"))
     if len(lines) > MAX_TOOL_TEXT_LINES:
-        body.append(("class:dim", f"… {len(lines) - MAX_TOOL_TEXT_LINES} more lines\n"))
+        body.append(("class:dim", f"… {_count(len(lines) - MAX_TOOL_TEXT_LINES, 'more line')}\n"))
     return indent(body, "    ")
 
 
@@ -198,6 +204,22 @@ def _tool_state(value: str) -> ToolState:
         if state == value:
             return state
     return "completed"
+
+
+def _receipt_body(text: str, changed: bool, width: int) -> StyleAndTextTuples:
+    """A receipt's answer, rendered as Markdown like the assistant's (it is a model's
+    answer too); its last line, when ``changed``, lists paths: shown as written."""
+    text = text.rstrip("\n")
+    plain = ""
+    if changed:
+        text, _, plain = text.rpartition("\n")
+    out: StyleAndTextTuples = [
+        (style if style.startswith("class:") else f"class:relay.text{style}", part)
+        for style, part, *_ in (render_markdown(text) if text.strip() else [])
+    ]
+    if plain:
+        out.extend([*visible(plain, "class:relay.text"), ("", "\n")])
+    return wrap_fragments(out, width, keep_style="class:md.fence")
 
 
 def render_event(event: TranscriptEvent, *, width: int = 100) -> StyleAndTextTuples:
@@ -221,7 +243,7 @@ def render_event(event: TranscriptEvent, *, width: int = 100) -> StyleAndTextTup
         )
         return [*render_tool(update, width=width), *([] if one else _tool_text(event.text, width))]
     if event.role == "relay" and meta.get("receipt"):  # a receiver's report on our message
-        said = wrap_fragments(visible(event.text.rstrip("\n"), "class:relay.text"), width - 4)
+        said = _receipt_body(event.text, bool(meta.get("changed")), width - 4)
         return [
             *wrap_fragments([("class:relay", one_line(meta.get("headline", "⇄ receipt")))], width),
             *(indent(said, "  │ ", "class:relay") if event.text.strip() else []),

@@ -20,7 +20,7 @@ from zcoder.conversation import TranscriptEvent
 from zcoder.errors import ZcoderError
 from zcoder.ui.backend import Backend, SessionRow
 from zcoder.ui.events import Intent, RelayControl, WarmUpRequest
-from zcoder.ui.text import one_line, shorten
+from zcoder.ui.text import model_label, one_line, shorten
 
 __all__ = ["HANDLERS", "KEY_HELP", "SlashCommands", "SlashHost", "age", "session_lines"]
 
@@ -52,8 +52,10 @@ def session_lines(rows: list[SessionRow], now: float) -> list[str]:
     for n, row in enumerate(rows, 1):
         mark = "*" if row.current else " "
         title = shorten(one_line(row.title), 42)
-        detail = row.problem or f"{row.messages} messages, {age(now - row.updated_at)}"
-        out.append(f"{mark}{n:>3}. {title}  ({one_line(row.model)}; {detail})  {row.id}")
+        count = f"{row.messages} message{'' if row.messages == 1 else 's'}"
+        detail = row.problem or f"{count}, {age(now - row.updated_at)}"
+        # A model file's name, not its path (as the status bar names it).
+        out.append(f"{mark}{n:>3}. {title}  ({model_label(row.model)}; {detail})  {row.id}")
     return out
 
 
@@ -192,7 +194,9 @@ class SlashCommands:
         for event in events[-20:]:
             self.host.show(event)
         self.host.refresh_status()
-        skipped = f" ({len(events) - 20} earlier entries not shown)" if len(events) > 20 else ""
+        hidden = len(events) - 20
+        entries = "entry" if hidden == 1 else "entries"
+        skipped = f" ({hidden} earlier {entries} not shown)" if hidden > 0 else ""
         self._notice(f"Switched to session {target}{skipped}.")
         self.host.intend(WarmUpRequest())
 

@@ -339,11 +339,15 @@ class Inbound:
         return [line], effects
 
     def lines(self) -> list[str]:
-        """``/agents inbox``: one line per waiting message, oldest first."""
+        """``/agents inbox``: one line per waiting message, oldest first; the policy, and
+        that relayed work is stopped when Escape stopped it (as the status bar says)."""
+        policy = f"inbound policy: {self.mode}"
+        if self._stopped:
+            policy += "; relayed work stopped: none runs until /agents resume"
         if not self._waiting:
-            return [f"No relayed message waits (inbound policy: {self.mode})."]
+            return [f"No relayed message waits ({policy})."]
         now = self._clock()
-        out = [f"Relayed messages waiting (inbound policy: {self.mode}):"]
+        out = [f"Relayed messages waiting ({policy}):"]
         for e in self._waiting.values():
             state = "held" if e.reason else "queued"
             check = "verified" if e.verified else "UNVERIFIED"

@@ -21,13 +21,23 @@ still answered ``withdrawn``).
 Whether a receiver is gone (its manifest left the relay directory, or its process died) is
 the caller's to find out: ``sent_lines``, ``cancel`` and ``status_text`` take it as a
 function of the receiver's instance id.
+
+The sent list is part of the session: ``open_session`` makes the current session's
+outbox the one ``/agents sent`` lists and new sends go to, numbered from 1 per session. A
+session opened earlier in this run keeps its outbox in memory (its receipts still arrive
+while another session is current, and update it; the entry shows in the current
+transcript); a session opened for the first time is rebuilt from its transcript (the send
+cards' ``card_meta`` and the receipt entries' meta). The sends of a session saved by an
+earlier run are shown with their last known state: their receivers report to that run's
+instance id, which no longer listens, so nothing updates them and they cannot be
+cancelled from here.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
 from zcoder.app.relay.receipts import ReceiptSender
@@ -40,10 +50,20 @@ from zcoder.relay.spool.store import Spool, SpoolFault
 from zcoder.text.flat import one_line
 from zcoder.text.visible import escape_controls
 
-__all__ = ["GONE_NOTE", "NO_RECEIPTS", "RelayOutbox", "headline", "naming"]
+__all__ = [
+    "EARLIER",
+    "GONE_NOTE",
+    "NO_RECEIPTS",
+    "RelayOutbox",
+    "changed_line",
+    "headline",
+    "naming",
+    "rebuilt",
+]
 
 NO_RECEIPTS = "this peer sends no receipts"
 GONE_NOTE = "the receiver exited without reporting how it ended"
+EARLIER = "last known: sent by an earlier run, whose receipts cannot reach this one"
 _NAME_CHARS = 40
 _DOING = {
     "held": "holds your message {m} for its user",
@@ -86,6 +106,58 @@ def headline(sent: Sent) -> str:
     return f"⇄ {sent.target} {doing}{tail}"
 
 
+def changed_line(changed: str) -> str:
+    """``Changed: a.py, b.py`` from a receipt's ``changed`` lines; its notes (``(commands
+    ran too: ...)``, ``(and 3 more)``) follow the paths, and with no path it says so."""
+    lines = [line.strip() for line in changed.splitlines() if line.strip()]
+    paths = [escape_controls(line) for line in lines if not line.startswith("(")]
+    notes = [escape_controls(line) for line in lines if line.startswith("(")]
+    if paths:
+        return " ".join([f"Changed: {', '.join(paths)}", *notes])
+    notes = [note.removeprefix("(").removesuffix(")") for note in notes]
+    return "No file edited; " + "; ".join(notes) if notes else ""
+
+
+def _entry_body(sent: Sent) -> str:
+    said = sent.detail if sent.state in _ANSWERED else ""
+    return "\n".join(part for part in (said, changed_line(sent.changed)) if part)
+
+
+def rebuilt(events: Iterable[TranscriptEvent], clock: Callable[[], float] = time.time) -> Outbox:
+    """A session's outbox from its transcript: each send card that kept ``card_meta`` (in
+    the order sent: the same numbers), then the states its receipt entries reported."""
+    box = Outbox(clock=clock)
+    for event in events:
+        meta = event.meta
+        mid = meta.get("message_id", "")
+        if not mid:
+            continue
+        if event.role == "tool" and meta.get("to"):
+            box.restore(
+                mid,
+                meta["to"],
+                meta.get("peer", ""),
+                meta.get("first_line", ""),
+                receipts=meta.get("receipts") == "yes",
+                at=event.at,
+            )
+        elif event.role == "relay" and meta.get("receipt") and (sent := box.get(mid)):
+            detail = meta.get("detail", "")
+            if meta["receipt"] in _ANSWERED:
+                detail = _answer_of(event.text, meta.get("changed", ""))
+            changed = meta.get("changed", "")
+            box.apply(mid, sent.target_instance_id, meta["receipt"], detail, changed, at=event.at)
+    return box
+
+
+def _answer_of(text: str, changed: str) -> str:
+    """The answer in a receipt entry's body (``_entry_body``): without its changed line."""
+    tail = changed_line(changed)
+    if tail and text.endswith(tail):
+        text = text[: -len(tail)]
+    return text.rstrip("\n")
+
+
 def _never(instance_id: str) -> bool:
     return False
 
@@ -108,7 +180,8 @@ class RelayOutbox:
         spool: Callable[[], Spool | None],
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.outbox = Outbox(clock=clock)
+        self.outbox = Outbox(clock=clock)  # the current session's
+        self._books: dict[str, Outbox] = {}  # by session id: those opened in this run
         self._receipts = receipts
         self._spool = spool
         self._clock = clock
@@ -116,6 +189,23 @@ class RelayOutbox:
         self._withdrew: set[str] = set()  # ids withdrawn here on their sender's cancel
         # The relay's ``Changes.note`` once the service exists: wakes the worker.
         self.notify: Callable[[], None] = lambda: None
+
+    def open_session(self, session_id: str, events: Iterable[TranscriptEvent]) -> None:
+        """``session_id`` is now current: its outbox, kept from earlier in this run or
+        rebuilt from its transcript ``events``, is what ``/agents sent`` lists."""
+        book = self._books.get(session_id)
+        if book is None:
+            book = self._books[session_id] = rebuilt(events, self._clock)
+        self.outbox = book
+
+    def _holding(self, message_id: str) -> Outbox | None:
+        """The outbox of the message: the current session's first, then the others'."""
+        books = [self.outbox, *(b for b in self._books.values() if b is not self.outbox)]
+        return next((b for b in books if b.get(message_id) is not None), None)
+
+    def _get(self, message_id: str) -> Sent | None:
+        book = self._holding(message_id)
+        return None if book is None else book.get(message_id)
 
     def take_entries(self) -> list[TranscriptEvent]:
         """The transcript entries made since the last call (receipts, withdrawals)."""
@@ -137,10 +227,11 @@ class RelayOutbox:
         return self._cancel(request)
 
     def _receipt(self, receipt: Receipt) -> str:
-        sent = self.outbox.get(receipt.message_id)
-        if sent is None or sent.target_instance_id != receipt.sender_instance_id:
+        book = self._holding(receipt.message_id)
+        sent = None if book is None else book.get(receipt.message_id)
+        if book is None or sent is None or sent.target_instance_id != receipt.sender_instance_id:
             return "invalid"
-        updated = self.outbox.apply(
+        updated = book.apply(
             receipt.message_id,
             receipt.sender_instance_id,
             receipt.state,
@@ -152,11 +243,14 @@ class RelayOutbox:
         return "accepted"  # either way: the receiver need not retry
 
     def _entry(self, sent: Sent) -> TranscriptEvent:
-        body = sent.detail if sent.state in _ANSWERED else ""
-        if sent.changed:
-            body = f"{body}\nChanged: {', '.join(sent.changed.splitlines())}".strip()
+        """The transcript entry of a new state; its meta keeps what ``rebuilt`` takes back
+        (the answer is the body; a short reason is kept in ``detail``)."""
         meta = {"receipt": sent.state, "headline": headline(sent), "message_id": sent.message_id}
-        return TranscriptEvent(role="relay", text=body, meta=meta)
+        if sent.detail and sent.state not in _ANSWERED:
+            meta["detail"] = sent.detail
+        if sent.changed:
+            meta["changed"] = sent.changed
+        return TranscriptEvent(role="relay", text=_entry_body(sent), meta=meta)
 
     def _cancel(self, cancel: Cancel) -> str:
         spool = self._spool()
@@ -196,15 +290,18 @@ class RelayOutbox:
         now = self._clock()
         entries = self.outbox.entries()
         if not entries:
-            return ["No messages sent from this instance yet."]
+            return ["No messages sent in this session yet."]
         left: dict[str, bool] = {}
         lines = []
         for sent in entries:
             target = sent.target_instance_id
-            if sent.receipts and not sent.final and target not in left:
+            if sent.receipts and not sent.final and not sent.earlier and target not in left:
                 left[target] = gone(target)
             state = standing(sent, left.get(target, False))
-            state = state if sent.receipts else f"{state} ({NO_RECEIPTS})"
+            if not sent.receipts:
+                state = f"{state} ({NO_RECEIPTS})"
+            elif sent.earlier and not sent.final:
+                state = f"{state} ({EARLIER})"
             lines.append(
                 f"{sent.number:>3}. {sent.message_id} → {sent.target} · {state} · "
                 f"{_age(now - sent.updated_at)} · {escape_controls(sent.first_line[:60])}"
@@ -216,7 +313,7 @@ class RelayOutbox:
         numbered = self.outbox.numbered(int(ref)) if ref.isdigit() else None
         if numbered is not None:
             return numbered
-        sent = self.outbox.get(ref)
+        sent = self._get(ref)
         if sent is None:
             raise CommandError(
                 f"no message {escape_controls(ref)!r} was sent from this instance: "
@@ -239,6 +336,11 @@ class RelayOutbox:
         sent = self.find(ref)
         if sent.final:
             raise CommandError(f"message {sent.message_id} is already {sent.state}")
+        if sent.earlier:
+            raise CommandError(
+                f"message {naming(sent)} was sent by an earlier run of zcoder: its receiver "
+                "takes a cancel only from that run"
+            )
         if gone(sent.target_instance_id):
             raise RelayUnavailable(
                 f"the receiver is gone: {sent.target} no longer runs; message "
@@ -256,7 +358,8 @@ class RelayOutbox:
         )
         ack = await deliver(socket_of(sent.target_instance_id), request)
         if ack.status == "withdrawn":
-            updated = self.outbox.withdrawn(sent.message_id)
+            book = self._holding(sent.message_id) or self.outbox
+            updated = book.withdrawn(sent.message_id)
             if updated is not None:
                 self._add_entry(self._entry(updated))
         template = _CANCELLED.get(ack.status, "{t} answered {s}.")
@@ -264,10 +367,11 @@ class RelayOutbox:
 
     def status_text(self, message_id: str, gone: Callable[[str], bool] = _never) -> str | None:
         """What the model reads of a message it sent: one JSON object, or ``None``."""
-        sent = self.outbox.get(message_id)
+        sent = self._get(message_id)
         if sent is None:
             return None
-        state = standing(sent, not sent.final and gone(sent.target_instance_id))
+        left = not sent.final and not sent.earlier and gone(sent.target_instance_id)
+        state = standing(sent, left)
         record = {
             "message_id": sent.message_id,
             "target_instance_id": sent.target_instance_id,
@@ -284,4 +388,6 @@ class RelayOutbox:
             note = (
                 f"\n{NO_RECEIPTS}: 'accepted' only means it was queued; nothing more will be known."
             )
+        elif sent.earlier and not sent.final:
+            note = f"\n{EARLIER}: it may have moved on since; nothing more will be known here."
         return json.dumps(record, ensure_ascii=False) + note

@@ -58,7 +58,7 @@ class SendLink(RelayHandle, Protocol):
 
 
 async def send_command(link: SendLink, args: str) -> TranscriptEvent:
-    """Send ``/send``'s text to its target; the card to show and keep (``completed`` when
+    """Send ``/send``'s text to its target; the card to show and keep (``delivered`` when
     the receiver stored it, else ``undelivered`` with why). ``ZcoderError`` before anything
     is sent: bad usage, the relay not running here, a bad message, a target that is not
     exactly one live peer (with the candidates)."""
@@ -74,8 +74,9 @@ async def send_command(link: SendLink, args: str) -> TranscriptEvent:
         raise RelayUnavailable(f"/send: the relay is unavailable: {why}") from None
     peer = resolve_target(target, peers)
     result = await send_to(link, peer, text)
-    state = "completed" if result.ok else "undelivered"
-    meta = {"name": SEND_CARD, "target": link.card_label(peer.manifest.instance_id), "state": state}
+    state = "delivered" if result.ok else "undelivered"
+    label = link.card_label(peer.manifest.instance_id)
+    meta = {**result.meta, "name": SEND_CARD, "target": label, "state": state}
     note = link.checkout_note(peer.manifest.instance_id)
     text = f"{result.summary} · {note}" if note else result.summary
     return TranscriptEvent(role="tool", text=text, meta=meta)

@@ -28,7 +28,10 @@ commands:
 model server:
   With no --host (nor ZCODER_HOST, OLLAMA_HOST) zcoder looks on 127.0.0.1 for Ollama
   (11434), llama.cpp (8080), LM Studio (1234) and vLLM (8000), and uses the first found.
-  A host ending in /v1 means the OpenAI-compatible API (or say --api openai).
+  A host ending in /v1 means the OpenAI-compatible API (or say --api openai); a host
+  without it where an OpenAI-compatible server answers is used at its /v1.
+  --resume ID reconnects to the session's server, in its workspace and profile, unless
+  --host, --api, -w or --profile (or their variables) say otherwise.
 
 environment:
   ZCODER_MODEL, ZCODER_HOST, OLLAMA_HOST, ZCODER_API (ollama|openai), ZCODER_API_KEY
@@ -84,7 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
     a("--yes", action="store_true", help="run commands without asking (refused with sysadmin)")
     a("--deny-commands", action="store_true", help="refuse every command the model asks for")
     a("-p", "--prompt", help="run one turn non-interactively and print the answer")
-    a("--resume", metavar="SESSION_ID", help="continue a saved session")
+    a(
+        "--resume",
+        metavar="SESSION_ID",
+        help="continue a saved session (in its workspace, on its server and model)",
+    )
     a("--no-think", action="store_true", help="do not ask the model to think")
     a("--no-warmup", action="store_true", help="do not preload the model at start")
     a("--context-window", type=_positive_int, metavar="N", help="context size (num_ctx)")
@@ -159,13 +166,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     opts = parse_options(args)
     # attrs costs tens of milliseconds to import: only once --version/--help are ruled out.
     from zcoder.config import load_config
-    from zcoder.errors import ConfigError
+    from zcoder.errors import ConfigError, SessionError
+    from zcoder.prepare import settle_resume
+    from zcoder.text.visible import escape_controls
 
     try:
         config = load_config(opts, os.environ)
     except ConfigError as exc:
         sys.stderr.write(f"zcoder: {exc}\n")
         return 2
+    try:  # --resume ID brings back the session's workspace, profile, server and model
+        config = settle_resume(config)
+    except SessionError as exc:
+        sys.stderr.write(f"zcoder: {escape_controls(str(exc))}\n")
+        return 1
     if config.prompt is not None:
         from zcoder.oneshot.run import run_oneshot
 

@@ -48,6 +48,7 @@ __all__ = [
     "DEFAULT_HOST",
     "DEFAULT_MODEL",
     "INBOUND_MODES",
+    "PROFILES",
     "Api",
     "CommandPolicy",
     "Config",
@@ -154,6 +155,20 @@ class Config:
     # The relay label other instances see (the manifest's ``project``): --agent-name or
     # ZCODER_AGENT_NAME; "" means the workspace's basename.
     agent_name: str = ""
+    # Given by a flag or the environment (so a resumed session's own does not replace it).
+    workspace_given: bool = False
+    profile_given: bool = False
+    # Where a configured host came from, as the user wrote it ("--host 127.0.0.1:8080",
+    # "ZCODER_HOST=..."); "" when none was configured.
+    host_source: str = ""
+    # How the server was settled, for the start-up line: "auto-detected", "found at --host
+    # ...", "the session's server"; "" when it is simply the configured one.
+    server_note: str = ""
+    # Auto-detection found no server: the line that says what was tried ("" otherwise).
+    server_missing: str = ""
+    # Said once at start-up: why this run is not where the user stands (a resumed
+    # session opened in its own workspace).
+    resume_note: str = ""
 
 
 def normalize_host(value: str) -> str:
@@ -293,6 +308,14 @@ def _host_setting(opts: RawOptions, env: Mapping[str, str]) -> _Given:
     return None, "--host"
 
 
+def _host_source(given: _Given) -> str:
+    """``--host 127.0.0.1:8080`` or ``ZCODER_HOST=127.0.0.1:8080``: as the user wrote it."""
+    raw, name = given
+    if raw is None:
+        return ""
+    return f"{name} {raw}" if name.startswith("-") else f"{name}={raw}"
+
+
 def _api(opts: RawOptions, env: Mapping[str, str], host: str) -> tuple[Api, bool, str]:
     """The API, whether it was given, and the host as that API uses it.
 
@@ -428,4 +451,7 @@ def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
         model_default=not (opts.model or env.get("ZCODER_MODEL")),
         approval_guard=_approval_guard(env),
         agent_name=_agent_name(opts, env),
+        workspace_given=raw_ws is not None,
+        profile_given=raw_profile is not None,
+        host_source=_host_source((raw_host, host_name)),
     )

@@ -12,6 +12,7 @@ problem the UI shows is raised as the subclass that says what failed.
     ├── ConfigError              a bad option or environment value (names it)
     ├── ModelError               talking to the model server failed
     │   ├── ServerUnavailable    cannot connect (after the one retry)
+    │   │   └── NoServerFound    no host given and none detected (says what was tried)
     │   ├── ModelHTTPError       HTTP 4xx/5xx, with the server's ``error`` text
     │   ├── StreamStalled        no byte within the stall deadline
     │   ├── MalformedStream      a line that is not a valid chat chunk
@@ -45,6 +46,7 @@ __all__ = [
     "MalformedStream",
     "ModelError",
     "ModelHTTPError",
+    "NoServerFound",
     "Rejected",
     "RelayError",
     "RelayTransportError",
@@ -93,6 +95,11 @@ class ServerUnavailable(ModelError):
         super().__init__(message)
         self.reason = reason
         self.kind = kind
+
+
+class NoServerFound(ServerUnavailable):
+    """No host was configured and auto-detection found none; the message says what was
+    tried and how to point zcoder at a server (it is shown as it is)."""
 
 
 class ModelHTTPError(ModelError):

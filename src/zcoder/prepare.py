@@ -7,6 +7,11 @@ own model unless ``-m NAME`` was given on this command line, which switches it t
 never override a resumed session. A new session starts with ``config.model``; once the
 model server is chosen, ``take_server_choice`` gives it the model that choice settled on.
 
+``settle_resume`` runs before both (from ``cli.main``): a ``--resume ID`` brings back what
+the session was saved with, where no flag or environment variable says otherwise: its
+workspace and profile (an id saved for another workspace is opened there), its model
+server (host and API) and its model.
+
 Synchronous: it runs before any event loop, in both modes. The server choice itself is not
 here: it is asynchronous and belongs to the Trio part of each mode.
 """
@@ -14,18 +19,25 @@ here: it is asynchronous and belongs to the Trio part of each mode.
 from __future__ import annotations
 
 import logging
+import shlex
 import sys
 from pathlib import Path
 
 import attrs
 
-from zcoder.config import Config
-from zcoder.errors import ConfigError, SessionError
+from zcoder.config import APIS, PROFILES, Config, normalize_host
+from zcoder.errors import ConfigError, SessionError, SessionNotFound
 from zcoder.logfile import install_log
-from zcoder.session.store import Session, SessionStore
+from zcoder.session.store import Session, SessionStore, find_session
 from zcoder.text.visible import escape_controls
 
-__all__ = ["PreparedRun", "prepare_or_say", "prepare_run", "take_server_choice"]
+__all__ = [
+    "PreparedRun",
+    "prepare_or_say",
+    "prepare_run",
+    "settle_resume",
+    "take_server_choice",
+]
 
 
 @attrs.frozen
@@ -96,3 +108,99 @@ def _install_log(config: Config, warnings_to: Path | None) -> None:
         install_log(warnings_to, level=logging.WARNING)
     except OSError:  # a full runtime disk: the run goes on, its warnings are lost
         install_log(None, level=logging.WARNING)
+
+
+def settle_resume(config: Config) -> Config:
+    """``config`` with what a ``--resume ID`` session brings back where nothing was given.
+
+    The session is looked for in this workspace and profile, then (for what a flag or an
+    environment variable did not fix) in the others: found in one, the run moves there
+    (``resume_note`` says so). Raises ``SessionNotFound`` when the id is saved only for a
+    workspace or profile the flags exclude, saying which and the command that opens it.
+    An id saved nowhere, or a damaged file, is left for ``prepare_run`` to report.
+    """
+    if not config.resume:
+        return config
+    sid = config.resume
+    store = SessionStore(config.home, config.workspace, config.profile)
+    if not store.is_saved(sid):
+        config = _move_to_session(config, sid)
+        store = SessionStore(config.home, config.workspace, config.profile)
+    try:
+        session = store.peek(sid)
+    except SessionError:
+        return config  # prepare_run's open says what is wrong
+    return _with_session_server(config, session)
+
+
+def _move_to_session(config: Config, sid: str) -> Config:
+    scopes = find_session(config.home, sid)
+    fits = [
+        (w, p)
+        for w, p in scopes
+        if (not config.workspace_given or w == str(config.workspace))
+        and (not config.profile_given or p == config.profile)
+        and p in PROFILES
+    ]
+    if len(fits) == 1 and Path(fits[0][0]).is_dir():
+        workspace, profile = fits[0]
+        if profile == "sysadmin" and config.command_policy == "allow":
+            raise SessionNotFound(
+                f"session {sid} belongs to the sysadmin profile, which refuses --yes "
+                "(and ZCODER_COMMAND_POLICY=allow): every command asks there"
+            )
+        note = f"session {sid} belongs to workspace {workspace} ({profile} profile): opened there"
+        return attrs.evolve(
+            config,
+            workspace=Path(workspace),
+            profile=profile,
+            resume_note=note if fits[0] != (str(config.workspace), config.profile) else "",
+        )
+    if not scopes:
+        return config
+    raise SessionNotFound(_elsewhere(sid, scopes))
+
+
+def _elsewhere(sid: str, scopes: list[tuple[str, str]]) -> str:
+    """Where the id is saved and how to open it there."""
+
+    def command(workspace: str, profile: str) -> str:
+        flags = f"-w {shlex.quote(workspace)}"
+        flags += f" --profile {profile}" if profile != "coding" else ""
+        return f"zcoder {flags} --resume {sid}"
+
+    gone = [w for w, _ in scopes if not Path(w).is_dir()]
+    if len(scopes) == 1:
+        workspace, profile = scopes[0]
+        if gone:
+            return (
+                f"session {sid} belongs to workspace {workspace} ({profile} profile), "
+                "which is no longer a directory"
+            )
+        return (
+            f"session {sid} belongs to workspace {workspace} ({profile} profile): "
+            f"run {command(workspace, profile)}"
+        )
+    places = "; ".join(f"{command(w, p)}" for w, p in scopes)
+    return f"session {sid} is saved for several workspaces or profiles: run one of {places}"
+
+
+def _with_session_server(config: Config, session: Session) -> Config:
+    """The session's model, and its server where no host (nor another API) was given."""
+    if not config.model_flag:
+        config = attrs.evolve(config, model=session.model, model_default=False)
+    server = session.server
+    if server is None or not config.autodetect or server.api not in APIS:
+        return config
+    if config.api_given and config.api != server.api:
+        return config
+    try:
+        host = normalize_host(server.host)
+    except ConfigError:
+        return config
+    api = server.api
+    if api == "openai" and not host.endswith("/v1"):
+        host += "/v1"
+    return attrs.evolve(
+        config, host=host, api=api, autodetect=False, server_note="the session's server"
+    )

@@ -17,6 +17,7 @@ from zcoder.config import Config
 from zcoder.conversation import Message, ToolCall, TranscriptEvent
 from zcoder.errors import ToolError
 from zcoder.live import Entry, LiveEvent
+from zcoder.session.data import SessionServer
 from zcoder.tools.base import ToolContext, ToolResult, ToolSpec
 from zcoder.tools.finish import FINISH
 from zcoder.tools.registry import CheckedCall
@@ -187,6 +188,7 @@ class FakeSession:
     history: list[Message] = attrs.Factory(list)
     events: list[TranscriptEvent] = attrs.Factory(list)
     user_requests: list[str] = attrs.Factory(list)
+    server: SessionServer | None = None
 
     def record_user_prompt(self, text: str) -> None:
         self.user_requests.append(text)

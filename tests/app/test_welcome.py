@@ -35,6 +35,7 @@ def welcome(width: int, events: list[TranscriptEvent], **config: Any) -> str:
         "resume": "",
         "relay_problem": "",
         "agent_name": "",
+        "resume_note": "",
     }
     settings.update(config)
     backend = SimpleNamespace(

@@ -29,7 +29,11 @@ def lines(tmp_path: Path, choice: ServerChoice) -> list[str]:
 def test_an_auto_detected_server_is_named_on_the_first_line(tmp_path: Path) -> None:
     config = load_config(RawOptions(workspace=str(tmp_path)), {})
     config = attrs.evolve(
-        config, host="http://127.0.0.1:8080/v1", api="openai", server_kind="llama.cpp"
+        config,
+        host="http://127.0.0.1:8080/v1",
+        api="openai",
+        server_kind="llama.cpp",
+        server_note="auto-detected",
     )
     got = lines(tmp_path, ServerChoice(config, "model server: ..."))
     assert got[0] == (
@@ -37,8 +41,32 @@ def test_an_auto_detected_server_is_named_on_the_first_line(tmp_path: Path) -> N
     )
 
 
-def test_none_found_adds_the_line_that_says_what_was_tried(tmp_path: Path) -> None:
+def test_none_found_names_no_host_and_leaves_the_line_to_the_check(tmp_path: Path) -> None:
+    # The start-up check says what was tried (once): the header names no host.
     config = load_config(RawOptions(workspace=str(tmp_path)), {})
     got = lines(tmp_path, ServerChoice(config, "no model server found (tried ...)", found=False))
-    assert got[0] == "zcoder 0.1.0 · model smollm2:135m · host http://127.0.0.1:11434"
-    assert got[2] == "no model server found (tried ...)"
+    assert got[0] == "zcoder 0.1.0 · model smollm2:135m · no model server found"
+    assert not any("tried" in line or "11434" in line for line in got)
+
+
+def test_a_host_found_to_speak_openai_says_where_it_was_given(tmp_path: Path) -> None:
+    config = load_config(RawOptions(workspace=str(tmp_path), host="127.0.0.1:18431"), {})
+    config = attrs.evolve(
+        config,
+        host="http://127.0.0.1:18431/v1",
+        api="openai",
+        server_kind="llama.cpp",
+        server_note="found at " + config.host_source,
+    )
+    got = lines(tmp_path, ServerChoice(config, "model server: ..."))
+    assert got[0].endswith(
+        "llama.cpp at http://127.0.0.1:18431/v1 (found at --host 127.0.0.1:18431)"
+    )
+
+
+def test_a_session_opened_in_its_own_workspace_says_so(tmp_path: Path) -> None:
+    config = load_config(RawOptions(workspace=str(tmp_path)), {})
+    note = f"session 1796_01 belongs to workspace {tmp_path} (coding profile): opened there"
+    config = attrs.evolve(config, resume="1796_01", resume_note=note)
+    got = lines(tmp_path, ServerChoice(config, "model server: ..."))
+    assert note in got

@@ -27,6 +27,7 @@ from zcoder.conversation import TranscriptEvent
 from zcoder.errors import ModelError, SessionError
 from zcoder.instructions import load_instructions
 from zcoder.live import ContextFill, Entry, StateChange, TurnSink
+from zcoder.session.data import SessionServer
 
 if TYPE_CHECKING:
     from zcoder.agent.loop import Turn
@@ -200,6 +201,8 @@ class Agent:
             outcome = attrs.evolve(outcome, reached_model=reach.reached or turn.refused)
             if outcome.reached_model:
                 self._served.add(self._model)
+                # Where ``--resume`` reconnects: the server that answered in the session.
+                session.server = SessionServer(host=self._config.host, api=self._config.api)
             # A task refused at its first step (larger than the window) never ran: the
             # model must not find it in the history either.
             refused_alone = turn.refused and bool(session.history) and session.history[-1] is task

@@ -16,9 +16,9 @@ import attrs
 import httpx
 import trio
 
-from zcoder.agent.servers import KINDS, ServerKind, kind_from_models
+from zcoder.agent.servers import KINDS, Api, ServerKind, kind_from_models
 
-__all__ = ["DEFAULT_CANDIDATES", "Candidate", "Found", "detect", "nothing_found"]
+__all__ = ["DEFAULT_CANDIDATES", "Candidate", "Found", "api_at", "detect", "nothing_found"]
 
 _DEADLINE = 1.0
 _MAX_BODY = 1024 * 1024
@@ -69,9 +69,10 @@ def _judge(candidate: Candidate, body: Any) -> Found | None:
     return Found(kind_from_models(body) or candidate.kind.name, candidate, models)
 
 
-async def _probe(http: httpx.AsyncClient, candidate: Candidate) -> Found | None:
+async def _probe(http: httpx.AsyncClient, candidate: Candidate, url: str = "") -> Found | None:
+    """Ask ``candidate``'s probe (at ``url`` when given) and judge the answer."""
     try:
-        response = await http.get(candidate.probe_url)
+        response = await http.get(url or candidate.probe_url)
         if response.status_code != 200 or len(response.content) > _MAX_BODY:
             return None
         return _judge(candidate, response.json())
@@ -126,3 +127,29 @@ def nothing_found(candidates: Sequence[Candidate] = DEFAULT_CANDIDATES) -> str:
         f"no model server found (tried {tried}): start one, or point zcoder at yours with "
         "--host URL (a URL ending in /v1 for an OpenAI-compatible server)"
     )
+
+
+async def api_at(
+    base: str,
+    *,
+    api_key: str | None = None,
+    deadline: float = _DEADLINE,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> Api | None:
+    """The API a server given without ``/v1`` speaks: ``ollama`` when ``GET
+    base/api/version`` answers as Ollama does, else ``openai`` when ``GET base/v1/models``
+    lists models (llama.cpp, LM Studio, vLLM), else ``None`` (nothing answered in time, or
+    not like either)."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    async with httpx.AsyncClient(
+        transport=transport,
+        trust_env=False,
+        verify=not base.startswith("http://"),
+        timeout=deadline,
+        headers=headers,
+    ) as http:
+        with trio.move_on_after(deadline):
+            for kind in (KINDS[0], KINDS[1]):  # Ollama's probe, then the OpenAI one
+                if await _probe(http, Candidate(kind, 0), f"{base}{kind.probe}"):
+                    return kind.api
+    return None

@@ -25,6 +25,7 @@ from zcoder.errors import (
     MalformedStream,
     ModelError,
     ModelHTTPError,
+    NoServerFound,
     ServerUnavailable,
     StreamErrorLine,
     StreamStalled,
@@ -50,6 +51,8 @@ def describe_model_error(exc: ModelError, host: str, model: str) -> str:
     """One line for the transcript that says what failed and what to do about it, naming
     the server kind the client speaks to (``exc.kind``) and that kind's own fix."""
     kind = exc.kind or "Ollama"
+    if isinstance(exc, NoServerFound):
+        return str(exc)
     if isinstance(exc, ServerUnavailable):
         # The cause tells "nothing listens" from "something else answered on that port".
         why = f" ({_one_line(exc.reason, 120)})" if exc.reason else ""

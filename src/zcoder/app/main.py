@@ -325,8 +325,12 @@ def _welcome(
     config: Config, backend: AgentBackend, terminal: Terminal, choice: ServerChoice | None = None
 ) -> None:
     resumed = backend.session_events()
-    found = choice is not None and choice.found
-    server = describe(config) if found else f"host {config.host}"
+    # No host is named that was not found: the start-up check then says, once, what was
+    # tried (the client of a run that found none says it: ``connect.NoServer``).
+    if choice is None:  # not chosen (yet): only the configured host is known
+        server = f"host {config.host}"
+    else:
+        server = describe(config) if choice.found else "no model server found"
     lines = [
         f"zcoder {__version__} · model {model_label(backend.model)} · {server}",
         f"workspace {config.workspace} · profile {config.profile} · session "
@@ -334,8 +338,8 @@ def _welcome(
     ]
     if config.agent_name:  # what other instances list, and what their /send @NAME reaches
         lines[1] += f" · agent name {config.agent_name}"
-    if choice is not None and not choice.found:
-        lines.append(choice.line)
+    if config.resume_note:  # a resumed session opened in its own workspace, not here
+        lines.append(config.resume_note)
     if config.relay_problem:
         lines.append(config.relay_problem)
     width = terminal.width()

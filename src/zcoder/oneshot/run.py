@@ -60,11 +60,13 @@ def _quiet_broken_stdout() -> None:
 
 
 async def _main(config: Config, run: PreparedRun) -> int:
+    if config.resume_note:  # a resumed session opened in its own workspace, not here
+        sys.stderr.write(f"zcoder: {config.resume_note}\n")
     choice = await choose_server(config)
     if not choice.found:  # no session file is written before a model answered
         sys.stderr.write(f"zcoder: {choice.line}\n")
         return 1
-    if config.autodetect:
+    if choice.config.server_note:  # auto-detected, found elsewhere, the session's
         sys.stderr.write(f"zcoder: {choice.line}\n")
     config = choice.config
     take_server_choice(run, config)

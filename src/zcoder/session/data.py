@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_TITLE",
     "TITLE_LIMIT",
     "Session",
+    "SessionServer",
     "SessionSummary",
     "converter",
     "copy_session",
@@ -37,6 +38,15 @@ def title_from_prompt(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()[:TITLE_LIMIT].rstrip()
 
 
+@attrs.frozen
+class SessionServer:
+    """The model server a session last talked to: its base URL and its API (``ollama`` or
+    ``openai``), as ``--host`` and ``--api`` would give them. ``--resume`` reconnects to it."""
+
+    host: str
+    api: str
+
+
 @attrs.define(kw_only=True)
 class Session:
     """One saved conversation: model history (no system message), visible events, ledger."""
@@ -51,6 +61,8 @@ class Session:
     history: list[Message] = attrs.field(factory=list)
     events: list[TranscriptEvent] = attrs.field(factory=list)
     user_requests: list[str] = attrs.field(factory=list)
+    # Set when a model answers in it; None (a file written before it was kept) is unknown.
+    server: SessionServer | None = None
 
     def record_user_prompt(self, text: str) -> None:
         """Add a local user prompt to the ledger; the first non-blank one titles the session.

@@ -62,7 +62,11 @@ def _append(saved: SavedFile, image: Session, seq: int, directory: Path) -> Save
             add[name] = converter.unstructure(after[len(before) :], kind)
     changed: dict[str, Any] = {"updated_at": image.updated_at}
     changed.update(
-        {k: getattr(image, k) for k in ("model", "title") if getattr(image, k) != getattr(old, k)}
+        {
+            k: converter.unstructure(getattr(image, k))
+            for k in ("model", "title", "server")
+            if getattr(image, k) != getattr(old, k)
+        }
     )
     line = journal.encode_entry(add, changed)
     end = saved.end + len(line)

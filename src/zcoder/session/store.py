@@ -58,6 +58,7 @@ __all__ = [
     "Session",
     "SessionStore",
     "SessionSummary",
+    "find_session",
     "title_from_prompt",
 ]
 
@@ -136,6 +137,16 @@ class SessionStore:
                 decoded.base,
                 decoded.rewrite,
             )
+        return session
+
+    def peek(self, session_id: str) -> Session:
+        """Read a saved session without opening it (no lock): what it says about itself,
+        for the set-up before the run. The same errors as ``open`` but ``SessionLocked``."""
+        _check_id(session_id)
+        path = self._file(session_id)
+        session, _ = self._read(path)
+        if (session.workspace, session.profile) != (self.workspace, self.profile):
+            raise SessionCorrupt(f"session file {path} is corrupt: it belongs elsewhere")
         return session
 
     def save(self, session: Session) -> bool:
@@ -257,3 +268,20 @@ class SessionStore:
                 write_atomic(self.dir, ".scope.json", json.dumps(info).encode("ascii"))
         except OSError as exc:
             raise SessionError(f"cannot create the session directory {self.dir}: {exc}") from None
+
+
+def find_session(home: Path, session_id: str) -> list[tuple[str, str]]:
+    """The (workspace, profile) scopes under ``home`` that hold a readable session
+    ``session_id``, as each file says (a file that disagrees with its directory, or cannot
+    be read, is not counted: opening it would fail)."""
+    if not _ID.fullmatch(session_id):
+        return []
+    found: list[tuple[str, str]] = []
+    for path in sorted((Path(home) / "sessions").glob(f"*/{session_id}.json")):
+        try:
+            session, _ = parse_session(path, path.read_bytes()[: MAX_FILE_BYTES + 1])
+        except (OSError, SessionError):
+            continue
+        if SessionStore(home, Path(session.workspace), session.profile).dir == path.parent:
+            found.append((session.workspace, session.profile))
+    return found

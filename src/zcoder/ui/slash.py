@@ -15,7 +15,7 @@ from typing import Protocol
 
 import trio
 
-from zcoder.commands import ParsedCommand, help_lines
+from zcoder.commands import AGENTS_ACTIONS, ParsedCommand, help_lines, suggest
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import ZcoderError
 from zcoder.ui.backend import Backend, SessionRow
@@ -34,6 +34,15 @@ KEY_HELP = (
     ("Up / Down", "input history (kept across runs)"),
     ("Ctrl-C", "clear the input; on an empty input, exit"),
     ("Ctrl-D", "exit (on an empty input)"),
+)
+
+
+_ACTIONS = "the actions: pause, resume, hold, accept, inbox, approve N, deny N, sent, cancel ID"
+
+
+_OTHER_TEXT = (
+    "Other text goes to the model, paths too (/etc/hosts is odd); an unknown /word is "
+    "answered, not sent: //word sends /word."
 )
 
 
@@ -111,6 +120,11 @@ class SlashCommands:
 
     async def agents(self, action: str) -> None:
         word, _, rest = action.partition(" ")
+        if word and word not in AGENTS_ACTIONS:
+            near = suggest(word, AGENTS_ACTIONS)
+            hint = f"did you mean /agents {near}?" if near else "see /help"
+            self._notice(f"unknown /agents action {word}: {hint} ({_ACTIONS})", "error")
+            return
         if word == "sent":
             lines = self.host.backend.relay_sent()
             self._print("Messages sent from this instance:", lines)
@@ -138,7 +152,7 @@ class SlashCommands:
     async def help(self, args: str = "") -> None:
         width = max(len(usage) for usage, _ in help_lines())
         lines = [f"{usage:<{width}}  {text}" for usage, text in help_lines()]
-        lines.append("Any other text (even starting with /) is sent to the model.")
+        lines.append(_OTHER_TEXT)
         keys = [f"{key:<{width}}  {text}" for key, text in KEY_HELP]
         self._print("Commands:", lines, hang=width + 2)
         self._print("Keys:", keys, hang=width + 2)

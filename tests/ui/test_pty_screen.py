@@ -1,0 +1,36 @@
+"""zcoder in a real pty, as a new user finds it: typos, long input, emoji, the status bar.
+
+Black-box: a fake Ollama process replays a script, keys go into the pty, the pyte screen is
+read back, and the fake's recorded requests show what reached the model.
+"""
+
+from __future__ import annotations
+
+from tests.ui.conftest import (
+    Launch,
+    StartFake,
+    messages_of,
+    script,
+    submit,
+    text_response,
+    wait_ready,
+    wait_requests,
+)
+
+
+def test_a_mistyped_command_reaches_no_model_and_a_doubled_slash_does(
+    launch: Launch, start_fake: StartFake
+) -> None:
+    fake = start_fake(script(text_response("Noted.")))
+    app = launch.zcoder(fake.url)
+    wait_ready(app)
+    submit(app, "/hepl")
+    app.wait_for("✗ unknown command /hepl: did you mean /help? (//hepl sends it to the model)")
+    submit(app, "/sesions")
+    app.wait_for("✗ unknown command /sesions: did you mean /sessions?")
+    assert fake.chat_requests() == []
+    submit(app, "//hepl is what I typed")
+    app.wait_for("Noted.")
+    (request,) = wait_requests(fake, 1)
+    assert messages_of(request, "user")[-1] == "/hepl is what I typed"
+    app.wait_for("› /hepl is what I typed")

@@ -7,14 +7,18 @@ read back, and the fake's recorded requests show what reached the model.
 from __future__ import annotations
 
 from tests.ui.conftest import (
+    APPROVAL_QUESTION,
     Launch,
     StartFake,
+    command_response,
     messages_of,
     script,
+    status_line,
     submit,
     text_response,
     wait_ready,
     wait_requests,
+    wait_status,
 )
 
 
@@ -34,3 +38,23 @@ def test_a_mistyped_command_reaches_no_model_and_a_doubled_slash_does(
     (request,) = wait_requests(fake, 1)
     assert messages_of(request, "user")[-1] == "/hepl is what I typed"
     app.wait_for("› /hepl is what I typed")
+
+
+def test_an_a_grant_shows_in_the_status_bar_while_it_holds(
+    launch: Launch, start_fake: StartFake
+) -> None:
+    fake = start_fake(script(command_response("echo ZC_GRANT_$((6*7))"), text_response("Ran.")))
+    app = launch.zcoder(fake.url)
+    wait_ready(app)
+    assert "allowed" not in (status_line(app) or "")
+    submit(app, "run it")
+    app.wait_for(APPROVAL_QUESTION, where="screen")
+    app.send("a")
+    app.wait_for("ZC_GRANT_42")
+    wait_status(app, "ready", "all commands allowed")
+    submit(app, "/new")  # another conversation: the grant does not carry over
+    app.wait_for("New session")
+    app.wait_until(
+        lambda a: "allowed" not in (status_line(a, "ready") or "allowed"),
+        "the status bar without the grant",
+    )

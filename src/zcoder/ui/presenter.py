@@ -7,7 +7,7 @@ Read-only queries of the backend fill the status bar (model, session title, rela
 from __future__ import annotations
 
 from zcoder.commands import Refused, interpret
-from zcoder.live import ContextFill, Entry, StateChange
+from zcoder.live import CommandsGranted, ContextFill, Entry, StateChange
 from zcoder.ui.backend import Backend
 from zcoder.ui.events import (
     Notice,
@@ -68,6 +68,8 @@ class Presenter:
             self.status.set_state(event.state, event.detail)
         elif isinstance(event, ContextFill):
             self.status.context = event.percent
+        elif isinstance(event, CommandsGranted):
+            self.status.commands_granted = event.granted
         elif isinstance(event, Entry) and event.event.role == "user":
             self.refresh_status()  # the first prompt names the session
 

@@ -163,6 +163,9 @@ class Controller:
     def intend(self, intent: Intent) -> None:
         self._intents.send_nowait(intent)
 
+    def width(self) -> int:
+        return self.terminal.width()
+
     def notice(self, text: str, role: str = "system") -> None:
         self.view.notice(text, role)
 

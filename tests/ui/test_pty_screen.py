@@ -58,3 +58,18 @@ def test_an_a_grant_shows_in_the_status_bar_while_it_holds(
         lambda a: "allowed" not in (status_line(a, "ready") or "allowed"),
         "the status bar without the grant",
     )
+
+
+def test_an_emoji_is_echoed_as_typed_and_a_bidi_override_is_not(
+    launch: Launch, start_fake: StartFake
+) -> None:
+    fake = start_fake(script(text_response("Nice 👩‍💻 \u202eok")))
+    app = launch.zcoder(fake.url)
+    wait_ready(app)
+    submit(app, "me 👩‍💻 at work \u202eevil")
+    # pyte cannot place a joined emoji (its cells disagree with any real terminal's), so
+    # what the app wrote is read raw, escape sequences removed.
+    app.wait_for("Nice 👩‍💻 <U+202E>ok", where="raw")
+    (request,) = wait_requests(fake, 1)
+    assert messages_of(request, "user")[-1] == "me 👩‍💻 at work \u202eevil"  # sent as typed
+    app.wait_for("› me 👩‍💻 at work <U+202E>evil", where="raw")

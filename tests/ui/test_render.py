@@ -17,6 +17,7 @@ from zcoder.ui.render import (
     render_thinking_fold,
     render_thinking_tail,
     render_tool,
+    render_user,
 )
 from zcoder.ui.status import Status, render_status
 from zcoder.ui.text import CTRL_STYLE, model_label, shorten, visible, visible_text
@@ -38,6 +39,11 @@ def test_escape_sequences_are_drawn_visibly() -> None:
     assert plain(frags) == "a^[[2Jb^Gc"
     assert ("class:x " + CTRL_STYLE, "^[") in frags
     assert ("class:x", "a") in frags
+
+
+def test_emoji_are_drawn_as_typed_and_bidi_controls_are_not() -> None:
+    assert plain(render_user("me 👩‍💻 \u202eevil")) == "\n› me 👩‍💻 <U+202E>evil\n"
+    assert visible_text("a\u200db 🏳️‍🌈") == "a<U+200D>b 🏳️‍🌈"
 
 
 def test_c1_bidi_del_and_carriage_return_are_visible() -> None:

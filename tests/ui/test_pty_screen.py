@@ -73,3 +73,27 @@ def test_an_emoji_is_echoed_as_typed_and_a_bidi_override_is_not(
     (request,) = wait_requests(fake, 1)
     assert messages_of(request, "user")[-1] == "me 👩‍💻 at work \u202eevil"  # sent as typed
     app.wait_for("› me 👩‍💻 at work <U+202E>evil", where="raw")
+
+
+def test_a_long_pasted_line_scrolls_and_keeps_the_prompt_visible(
+    launch: Launch, start_fake: StartFake
+) -> None:
+    fake = start_fake(script(text_response("Got it.")))
+    app = launch.zcoder(fake.url)
+    wait_ready(app)
+    line = "".join(f"w{n:04d} " for n in range(834))[:5000]
+    app.send(f"\x1b[200~{line}\x1b[201~")
+    # The end of the paste, where the cursor is, shows above the status bar, and so does
+    # the prompt: the input area is at most a dozen rows and scrolls to the cursor.
+    app.wait_until(
+        lambda a: line[-30:] in a.screen_text().replace("\n", "") and bool(status_line(a, "ready")),
+        "the end of the pasted line above the status bar",
+    )
+    rows = app.screen_text().splitlines()
+    bar = next(i for i, row in enumerate(rows) if "│ coding │" in row)
+    assert rows[bar - 12].startswith("› ")  # the prompt, on the first of twelve rows
+    assert line[-20:] in rows[bar - 1]
+    app.press("enter")
+    app.wait_for("Got it.")
+    (request,) = wait_requests(fake, 1)
+    assert messages_of(request, "user")[-1] == line

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from zcoder.commands import COMMANDS, complete, find, help_lines, parse
+import pytest
+
+from zcoder.commands import (
+    COMMANDS,
+    ParsedCommand,
+    Refused,
+    complete,
+    find,
+    help_lines,
+    interpret,
+    parse,
+    suggest,
+)
 
 
 def test_parse_known_command_with_args() -> None:
@@ -89,3 +101,63 @@ def test_agents_completes_the_inbound_actions() -> None:
     assert complete("/agents a") == ["/agents accept", "/agents approve"]
     assert complete("/agents in") == ["/agents inbox"]
     assert complete("/agents d") == ["/agents deny"]
+
+
+@pytest.mark.parametrize(
+    ("typed", "problem"),
+    [
+        ("/hepl", "unknown command /hepl: did you mean /help? (//hepl sends it to the model)"),
+        ("/sesions", "unknown command /sesions: did you mean /sessions?"),
+        ("  /exit now", "unknown command /exit: did you mean /quit?"),
+        ("/mod", "unknown command /mod: did you mean /model?"),
+        ("/s", "unknown command /s: did you mean /sessions or /send?"),
+        ("/xyzzy plugh", "unknown command /xyzzy: see /help (//xyzzy sends it to the model)"),
+        ("/hepl\nmore lines", "unknown command /hepl: did you mean /help?"),
+        ("/help\nplease", "/help takes one line (//help sends this text to the model)"),
+        ("/new extra", "/new takes no argument (see /help)"),
+    ],
+)
+def test_a_command_attempt_that_cannot_run_is_refused(typed: str, problem: str) -> None:
+    refused = interpret(typed)
+    assert isinstance(refused, Refused)
+    assert refused.problem.startswith(problem)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "/etc/hosts is odd",
+        "/usr/bin/foo is broken",
+        "/tmp/x",
+        "/Users is where",  # not a lower-case word: text
+        "/hepl/me",
+        "/model: which one is best?",
+        "hello /hepl",
+        "/ alone",
+        "// a C comment",
+        "",
+    ],
+)
+def test_other_text_goes_to_the_model_as_typed(text: str) -> None:
+    assert interpret(text) == text
+
+
+def test_a_doubled_slash_sends_a_command_word_to_the_model() -> None:
+    assert interpret("//hepl me") == "/hepl me"
+    assert interpret("  //help\n") == "/help"
+    assert interpret("//sessions are what?") == "/sessions are what?"
+
+
+def test_a_known_command_runs() -> None:
+    parsed = interpret(" /model qwen3:8b ")
+    assert isinstance(parsed, ParsedCommand)
+    assert (parsed.command.name, parsed.args) == ("model", "qwen3:8b")
+
+
+def test_suggestions_come_from_the_registry_or_the_names_given() -> None:
+    assert suggest("agent") == "/agents"
+    assert suggest("sesion") == "/sessions"
+    assert suggest("tmp") == suggest("etc") == ""
+    assert suggest("paws", ("pause", "resume", "hold")) == "pause"
+    assert suggest("acept", ("accept", "approve")) == "accept"
+    assert suggest("x", ("pause",)) == ""

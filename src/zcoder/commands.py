@@ -1,24 +1,35 @@
 """The slash-command registry: names, help, when they may run, argument completion.
 
-Pure (floor 3): the interactive app dispatches on ``parse``; ``/help``, tab completion and
-the docs all read the one ``COMMANDS`` table, so they cannot drift apart. Text that starts
-with ``/`` but names no command is not a command: it goes to the model as typed.
+Pure (floor 3): the interactive app dispatches on ``interpret``; ``/help``, tab completion
+and the docs all read the one ``COMMANDS`` table, so they cannot drift apart.
+
+What counts as a command attempt: input whose first word is a single ``/word`` (lower-case
+letters and hyphens, then a space, a line break or the end). A known word runs that command;
+an unknown one (``/hepl``) is refused with the nearest names (``did you mean /help?``) and
+reaches no model. Everything else is text for the model, paths included (``/etc/hosts is
+odd``, ``/usr/bin/foo fails``). A doubled slash sends a command attempt to the model on
+purpose: ``//hepl me`` goes as ``/hepl me``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import attrs
 
 __all__ = [
+    "AGENTS_ACTIONS",
     "COMMANDS",
     "Command",
     "ParsedCommand",
+    "Refused",
     "complete",
     "find",
     "help_lines",
+    "interpret",
     "parse",
+    "suggest",
 ]
 
 
@@ -54,6 +65,8 @@ class Command:
         return self.idle_only or (self.args_idle_only and bool(args.strip()))
 
 
+AGENTS_ACTIONS = ("pause", "resume", "hold", "accept", "inbox", "approve", "deny", "sent", "cancel")
+
 COMMANDS: tuple[Command, ...] = (
     Command("help", "/help", "show the commands and keys"),
     Command(
@@ -82,12 +95,12 @@ COMMANDS: tuple[Command, ...] = (
     Command("list-agents", "/list-agents", "list the other zcoder instances on this machine"),
     Command(
         "agents",
-        "/agents [pause|resume|hold|accept|inbox|approve N|deny N|sent|cancel ID]",
-        "show the relay state; pause/resume taking relayed work; hold/accept: let relayed "
-        "messages wait for you or run; inbox: list those waiting; approve/deny one; sent: "
-        "the messages you sent; cancel: withdraw one",
+        "/agents [ACTION]",
+        "show the relay state; ACTION: pause/resume taking relayed work; hold/accept: let "
+        "relayed messages wait for you or run; inbox: list those waiting; approve N/deny N: "
+        "one of them; sent: the messages you sent; cancel ID: withdraw one",
         arg_kind="choices",
-        choices=("pause", "resume", "hold", "accept", "inbox", "approve", "deny", "sent", "cancel"),
+        choices=AGENTS_ACTIONS,
     ),
     Command(
         "send",
@@ -106,12 +119,23 @@ class ParsedCommand:
     args: str
 
 
+@attrs.frozen
+class Refused:
+    """A command attempt that does not run: ``problem`` says why, in one line."""
+
+    problem: str
+
+
+# A command attempt: one lower-case ``/word`` first, then whitespace or the end.
+_ATTEMPT = re.compile(r"/([a-z][a-z-]*)(?=\s|$)")
+
+
 def find(name: str) -> Command | None:
     return next((c for c in COMMANDS if c.name == name), None)
 
 
 def parse(text: str) -> ParsedCommand | None:
-    """``/name args`` for a known command, else ``None`` (the text goes to the model)."""
+    """``/name args`` for a known command, else ``None`` (see ``interpret``)."""
     stripped = text.strip()
     if not stripped.startswith("/"):
         return None
@@ -121,6 +145,56 @@ def parse(text: str) -> ParsedCommand | None:
     if command is None or (newline and not command.multiline):
         return None
     return ParsedCommand(command, (args + newline + rest).strip())
+
+
+def interpret(text: str) -> ParsedCommand | Refused | str:
+    """What the input ``text`` is: a command to run, a command attempt that is refused, or
+    the text to send to the model (``//word`` loses one slash; anything else as typed)."""
+    stripped = text.strip()
+    if stripped.startswith("//") and _ATTEMPT.match(stripped, 1):
+        return stripped[1:]
+    attempt = _ATTEMPT.match(stripped)
+    if attempt is None:
+        return text
+    name = attempt.group(1)
+    command = find(name)
+    if command is None:
+        near = suggest(name)
+        hint = f"did you mean {near}?" if near else "see /help"
+        return Refused(f"unknown command /{name}: {hint} (//{name} sends it to the model)")
+    parsed = parse(stripped)
+    if parsed is None:  # a one-line command with more lines after it
+        return Refused(f"/{name} takes one line (//{name} sends this text to the model)")
+    problem = command.arg_problem(parsed.args)
+    return Refused(problem) if problem else parsed
+
+
+def _distance(a: str, b: str) -> int:
+    """Edit distance with swapped neighbours as one edit (``hepl`` is 1 from ``help``)."""
+    rows = [list(range(len(b) + 1))]
+    for i, ca in enumerate(a, 1):
+        row = [i]
+        for j, cb in enumerate(b, 1):
+            cost = min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cost = min(cost, rows[-2][j - 2] + 1)
+            row.append(cost)
+        rows.append(row)
+    return rows[-1][-1]
+
+
+def suggest(word: str, names: Sequence[str] = ()) -> str:
+    """The closest of ``names`` (default: the commands, as ``/name``) to a mistyped
+    ``word``, or ``""`` when none is close: ``/help``, ``/send or /sessions``. Close is a
+    prefix (``mod``) or at most two edits, fewer than the word has letters."""
+    pool = list(names) or [c.name for c in COMMANDS]
+    slash = "" if names else "/"
+    scored = [(0 if n.startswith(word) else _distance(word, n), n) for n in pool]
+    limit = min(2, len(word) - 1)
+    best = min((d for d, _ in scored), default=limit + 1)
+    if best > limit:
+        return ""
+    return " or ".join(f"{slash}{n}" for d, n in scored if d == best)
 
 
 def complete(

@@ -14,6 +14,7 @@ import attrs
 from zcoder.conversation import ToolResult, TranscriptEvent
 
 __all__ = [
+    "CommandsGranted",
     "ContextFill",
     "Entry",
     "LiveEvent",
@@ -122,7 +123,18 @@ class ContextFill:
         return min(999, round(100 * self.tokens / max(1, self.window)))
 
 
-LiveEvent = TextDelta | ThinkingDelta | ToolUpdate | StateChange | Entry | ContextFill
+@attrs.frozen
+class CommandsGranted:
+    """Whether the user's ``a`` ("allow all commands in this conversation") holds: set by
+    that answer, cleared when the agent moves to another conversation (the status bar's
+    ``all commands allowed``)."""
+
+    granted: bool
+
+
+LiveEvent = (
+    TextDelta | ThinkingDelta | ToolUpdate | StateChange | Entry | ContextFill | CommandsGranted
+)
 
 
 class TurnSink(Protocol):

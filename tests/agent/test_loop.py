@@ -41,7 +41,14 @@ from zcoder.errors import (
     StreamErrorLine,
     StreamStalled,
 )
-from zcoder.live import ContextFill, LiveEvent, StateChange, TextDelta, ToolUpdate
+from zcoder.live import (
+    CommandsGranted,
+    ContextFill,
+    LiveEvent,
+    StateChange,
+    TextDelta,
+    ToolUpdate,
+)
 from zcoder.tools import schema
 from zcoder.tools.base import Tool, ToolContext, ToolResult
 from zcoder.tools.finish import FINISH
@@ -237,6 +244,9 @@ async def test_a_grants_the_rest_of_the_conversation(tmp_path: Path) -> None:
     rig.client.requests.clear()
     await rig.agent.run_turn(user("new conversation"))
     assert len(rig.approver.asked) == 2
+    # the status bar learns both: granted by the ``a``, gone with the switch
+    grants = [e for e in rig.sink.events if isinstance(e, CommandsGranted)]
+    assert grants[:2] == [CommandsGranted(True), CommandsGranted(False)]
 
 
 async def test_relayed_turn_ignores_the_grant_and_a_approves_one(tmp_path: Path) -> None:
@@ -247,6 +257,8 @@ async def test_relayed_turn_ignores_the_grant_and_a_approves_one(tmp_path: Path)
     rig.client.requests.clear()
     rig.approver.answers = ["a", "a"]
     await rig.agent.run_turn(TurnRequest("relay", "build it", SENDER))
+    # a relayed ``a`` grants nothing, so it is not announced
+    assert [e for e in rig.sink.events if isinstance(e, CommandsGranted)] == [CommandsGranted(True)]
     relay_asks = rig.approver.asked[1:]
     # each command asks; its question says who sent it and that ``a`` approves it alone
     assert [(q.origin, q.choices, q.a_grants, q.sender) for q in relay_asks] == [

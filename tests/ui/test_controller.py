@@ -424,6 +424,38 @@ def test_unknown_slash_text_goes_to_the_model() -> None:
     run(body, FakeBackend(), warmup=False)
 
 
+def test_a_mistyped_command_is_answered_and_never_sent() -> None:
+    async def body(h: Harness) -> None:
+        h.keys("/hepl\r")
+        await h.until(lambda: "✗ unknown command /hepl: did you mean /help?" in h.output)
+        h.keys("/sesions\r")
+        await h.until(lambda: "did you mean /sessions?" in h.output)
+        h.keys("/agents paws\r")
+        await h.until(
+            lambda: "✗ unknown /agents action paws: did you mean /agents pause?" in h.output
+        )
+        h.keys("//hepl is a typo\r")  # a doubled slash sends it on purpose
+        await h.until(lambda: h.backend.turns == ["/hepl is a typo"])
+        assert h.terminal.status.title == "/hepl is a typo"
+
+    h = run(body, FakeBackend(), warmup=False)
+    assert "hold, accept, inbox, approve N, deny N, sent, cancel ID" in h.output
+    assert "(//hepl sends it to the model)" in h.output
+
+
+def test_a_doubled_slash_prompt_comes_back_as_typed_after_escape() -> None:
+    async def body(h: Harness) -> None:
+        h.keys("one\r")
+        await h.until(lambda: h.terminal.turn_running)
+        h.keys("//hepl me\r")
+        await h.until(lambda: h.queue == ["/hepl me"])
+        h.keys("\x1b")
+        await h.until(lambda: not h.controller.turn_active and h.terminal.buffer.text)
+        assert h.terminal.buffer.text == "//hepl me"
+
+    run(body, FakeBackend(), warmup=False)
+
+
 def test_sessions_list_and_switch_by_number() -> None:
     async def body(h: Harness) -> None:
         h.keys("/sessions\r")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import attrs
 from prompt_toolkit.formatted_text import StyleAndTextTuples, to_plain_text
+from prompt_toolkit.utils import get_cwidth
 
 from zcoder.conversation import ToolResult, TranscriptEvent
 from zcoder.live import Entry, TextDelta, ThinkingDelta, ToolUpdate
@@ -18,6 +19,7 @@ from zcoder.ui.render import (
     render_thinking_fold,
     render_thinking_tail,
     render_tool,
+    render_user,
 )
 from zcoder.ui.slash import session_lines
 from zcoder.ui.status import Status, render_status
@@ -40,6 +42,11 @@ def test_escape_sequences_are_drawn_visibly() -> None:
     assert plain(frags) == "a^[[2Jb^Gc"
     assert ("class:x " + CTRL_STYLE, "^[") in frags
     assert ("class:x", "a") in frags
+
+
+def test_emoji_are_drawn_as_typed_and_bidi_controls_are_not() -> None:
+    assert plain(render_user("me 👩‍💻 \u202eevil")) == "\n› me 👩‍💻 <U+202E>evil\n"
+    assert visible_text("a\u200db 🏳️‍🌈") == "a<U+200D>b 🏳️‍🌈"
 
 
 def test_c1_bidi_del_and_carriage_return_are_visible() -> None:
@@ -250,6 +257,46 @@ def test_status_bar_shows_state_elapsed_queue_and_relay() -> None:
     status.set_state("streaming")  # the next step of the same turn: the clock keeps running
     now[0] += 3
     assert plain(render_status(status, 200)).startswith(" answering 15s ")
+
+
+def test_a_narrow_status_bar_keeps_the_relay_and_shortens_the_model_first() -> None:
+    status = Status(model="qwen3-coder:30b-a3b-instruct-q4_K_M", profile="coding", title="t")
+    status.set_state("thinking")
+    status.relay, status.relay_queued, status.relayed_from = "on", 1, "alpha"
+    bar = " thinking  {} │ relayed from alpha │ relay on (1 waiting)"
+    assert plain(render_status(status, 80)).rstrip() == bar.format("qwen3-coder:30… │ coding")
+    line = plain(render_status(status, 70))  # the width of the report
+    assert len(line) == 70 and line.rstrip() == bar.format("coding")
+    # A long title gives way after the model, and keeps its quotes.
+    status.relayed_from, status.title = "", "rename the users table and every query that reads it"
+    assert plain(render_status(status, 70)).rstrip() == (
+        " thinking  qwen3-c… │ coding │ “rename the u…” │ relay on (1 waiting)"
+    )
+    # Then the title, the model, the context fill and the profile are left out.
+    status.queued_prompts, status.context, status.commands_granted = 2, 42, True
+    assert plain(render_status(status, 100)).rstrip() == (
+        " thinking  qwen3-c… │ coding │ all commands allowed │ ctx 42% │ 2 queued │ "
+        "relay on (1 waiting)"
+    )
+    assert plain(render_status(status, 70)).rstrip() == (
+        " thinking  all commands allowed │ 2 queued │ relay on (1 waiting)"
+    )
+    assert len(plain(render_status(status, 40))) == 40  # cut at the end, never wider
+
+
+def test_status_bar_counts_wide_characters_as_two_columns() -> None:
+    status = Status(model="m", profile="coding", title="日本語のセッションの題名はとても長い")
+    line = plain(render_status(status, 40))
+    assert get_cwidth(line) == 40 and line.rstrip().endswith("…”")
+
+
+def test_status_bar_shows_an_a_grant_while_it_holds() -> None:
+    status = Status(model="m:1", profile="coding", title="t", commands_granted=True)
+    bar = render_status(status, 80)
+    assert plain(bar).rstrip() == " ready  m:1 │ coding │ “t” │ all commands allowed"
+    assert styles_of(bar, "all commands allowed") == ["class:status.granted"]
+    status.commands_granted = False
+    assert "allowed" not in plain(render_status(status, 80))
 
 
 def test_status_bar_shows_untrusted_names_visibly() -> None:

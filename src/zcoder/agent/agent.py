@@ -26,7 +26,7 @@ from zcoder.config import Config
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import ModelError, SessionError
 from zcoder.instructions import load_instructions
-from zcoder.live import ContextFill, Entry, StateChange, TurnSink
+from zcoder.live import CommandsGranted, ContextFill, Entry, StateChange, TurnSink
 from zcoder.session.data import SessionServer
 
 if TYPE_CHECKING:
@@ -122,8 +122,11 @@ class Agent:
         """Continue another conversation; a command grant never carries over."""
         if self.busy:
             raise RuntimeError("cannot switch sessions while a turn runs")
+        granted = self._conversation.commands_granted
         self._conversation = Conversation(session)
         self._model = session.model or self._model
+        if granted:
+            self._sink.emit(CommandsGranted(False))
 
     @property
     def toolbox(self) -> Toolbox:

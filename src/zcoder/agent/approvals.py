@@ -33,7 +33,7 @@ from zcoder.approval.policy import (
 from zcoder.approval.questions import ApprovalRequest
 from zcoder.conversation import Origin
 from zcoder.errors import ToolError, WorkspaceError
-from zcoder.live import StateChange
+from zcoder.live import CommandsGranted, StateChange
 from zcoder.tools.patch import parse_patch
 from zcoder.tools.registry import CheckedCall
 from zcoder.tools.workspace import existing_dir
@@ -163,6 +163,7 @@ class Approvals:
         run_this, grant_rest = apply_answer(answer, origin=self._origin, profile=config.profile)
         if grant_rest:
             self._p.conversation.grant_commands()
+            self._p.sink.emit(CommandsGranted(True))
         return None if run_this else refusal(denial_text(command), "denied", "denied by the user")
 
     def _verdict(self, command: str, cwd: Path) -> CommandVerdict:

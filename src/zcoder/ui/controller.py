@@ -15,7 +15,7 @@ import logging
 
 import trio
 
-from zcoder.commands import parse
+from zcoder.commands import Refused, interpret
 from zcoder.conversation import TranscriptEvent
 from zcoder.ui.backend import Backend, Unrun
 from zcoder.ui.events import (
@@ -135,13 +135,11 @@ class Controller:
         # command or a new prompt is no sign that the model server works again.
         if self.status.state == "stopped":
             self.status.set_state("ready")
-        parsed = parse(text)
-        if parsed is None:
-            self.intend(Prompt(text))
-            return
-        problem = parsed.command.arg_problem(parsed.args)
-        if problem:
-            self.view.notice(problem, "error")
+        parsed = interpret(text)
+        if isinstance(parsed, str):
+            self.intend(Prompt(parsed))
+        elif isinstance(parsed, Refused):
+            self.view.notice(parsed.problem, "error")
         elif parsed.command.needs_idle(parsed.args):
             self.intend(Command(parsed, text))
         else:
@@ -164,6 +162,9 @@ class Controller:
     # -- SlashHost ------------------------------------------------------------------------
     def intend(self, intent: Intent) -> None:
         self._intents.send_nowait(intent)
+
+    def width(self) -> int:
+        return self.terminal.width()
 
     def notice(self, text: str, role: str = "system") -> None:
         self.view.notice(text, role)

@@ -6,7 +6,8 @@ Read-only queries of the backend fill the status bar (model, session title, rela
 
 from __future__ import annotations
 
-from zcoder.live import ContextFill, Entry, StateChange
+from zcoder.commands import Refused, interpret
+from zcoder.live import CommandsGranted, ContextFill, Entry, StateChange
 from zcoder.ui.backend import Backend
 from zcoder.ui.events import (
     Notice,
@@ -67,6 +68,8 @@ class Presenter:
             self.status.set_state(event.state, event.detail)
         elif isinstance(event, ContextFill):
             self.status.context = event.percent
+        elif isinstance(event, CommandsGranted):
+            self.status.commands_granted = event.granted
         elif isinstance(event, Entry) and event.event.role == "user":
             self.refresh_status()  # the first prompt names the session
 
@@ -87,7 +90,9 @@ class Presenter:
 
     def _returned(self, texts: tuple[str, ...]) -> None:
         buffer = self.terminal.buffer
-        draft = "\n".join([*texts, buffer.text]).rstrip("\n")
+        # A prompt sent as ``//word`` was queued as ``/word``: it comes back as typed.
+        typed = ["/" + t if isinstance(interpret(t), Refused) else t for t in texts]
+        draft = "\n".join([*typed, buffer.text]).rstrip("\n")
         buffer.text = draft
         buffer.cursor_position = len(draft)
 

@@ -15,14 +15,23 @@ from typing import Protocol
 
 import trio
 
-from zcoder.commands import ParsedCommand, help_lines
+from zcoder.commands import AGENTS_ACTIONS, ParsedCommand, help_lines, suggest
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import ZcoderError
 from zcoder.ui.backend import Backend, SessionRow
 from zcoder.ui.events import Intent, RelayControl, WarmUpRequest
 from zcoder.ui.text import model_label, one_line, shorten
+from zcoder.ui.wrap import wrap_line
 
-__all__ = ["HANDLERS", "KEY_HELP", "SlashCommands", "SlashHost", "age", "session_lines"]
+__all__ = [
+    "HANDLERS",
+    "KEY_HELP",
+    "SlashCommands",
+    "SlashHost",
+    "age",
+    "session_lines",
+    "two_columns",
+]
 
 _LIST_SECONDS = 10.0
 KEY_HELP = (
@@ -35,6 +44,39 @@ KEY_HELP = (
     ("Ctrl-C", "clear the input; on an empty input, exit"),
     ("Ctrl-D", "exit (on an empty input)"),
 )
+
+
+_ACTIONS = "the actions: pause, resume, hold, accept, inbox, approve N, deny N, sent, cancel ID"
+
+
+_OTHER_TEXT = (
+    "Other text goes to the model, paths too (/etc/hosts is odd); an unknown /word is "
+    "answered, not sent: //word sends /word."
+)
+
+
+_INDENT = 4  # ``render_block`` indents every line by four columns
+_MIN_TEXT = 24  # a second column narrower than this is stacked under the first
+
+
+def two_columns(rows: list[tuple[str, str]], width: int, left: int = 0) -> list[str]:
+    """``rows`` as two aligned columns in ``width`` terminal columns (minus the block's
+    indent): each text wrapped with a hanging indent under its own column. The first column
+    is as wide as its longest entry (at least ``left``); where that leaves too little room,
+    each text goes under its entry instead, indented by two."""
+    room = max(width - _INDENT, 10)
+    col = max([left, *(len(key) for key, _ in rows)])
+    if room - col - 2 < _MIN_TEXT:
+        out = []
+        for key, text in rows:
+            out += [key, *("  " + row for _, row in wrap_line(text, room - 2))]
+        return out
+    out = []
+    for key, text in rows:
+        wrapped = [row for _, row in wrap_line(text, room - col - 2)]
+        out.append(f"{key:<{col}}  {wrapped[0]}")
+        out += [" " * (col + 2) + row for row in wrapped[1:]]
+    return out
 
 
 def age(seconds: float) -> str:
@@ -65,6 +107,7 @@ class SlashHost(Protocol):
     @property
     def backend(self) -> Backend: ...
 
+    def width(self) -> int: ...
     def notice(self, text: str, role: str = "system") -> None: ...
     def print_block(self, title: str, lines: list[str], hang: int = 0) -> None: ...
     def show(self, event: TranscriptEvent) -> None: ...
@@ -113,6 +156,11 @@ class SlashCommands:
 
     async def agents(self, action: str) -> None:
         word, _, rest = action.partition(" ")
+        if word and word not in AGENTS_ACTIONS:
+            near = suggest(word, AGENTS_ACTIONS)
+            hint = f"did you mean /agents {near}?" if near else "see /help"
+            self._notice(f"unknown /agents action {word}: {hint} ({_ACTIONS})", "error")
+            return
         if word == "sent":
             lines = self.host.backend.relay_sent()
             self._print("Messages sent from this instance:", lines)
@@ -138,12 +186,11 @@ class SlashCommands:
         await self.host.backend.send_message(args)
 
     async def help(self, args: str = "") -> None:
-        width = max(len(usage) for usage, _ in help_lines())
-        lines = [f"{usage:<{width}}  {text}" for usage, text in help_lines()]
-        lines.append("Any other text (even starting with /) is sent to the model.")
-        keys = [f"{key:<{width}}  {text}" for key, text in KEY_HELP]
-        self._print("Commands:", lines, hang=width + 2)
-        self._print("Keys:", keys, hang=width + 2)
+        width, left = self.host.width(), max(len(key) for key, _ in [*help_lines(), *KEY_HELP])
+        lines = two_columns(help_lines(), width, left)
+        lines += [row for _, row in wrap_line(_OTHER_TEXT, max(width - _INDENT, 10))]
+        self._print("Commands:", lines)
+        self._print("Keys:", two_columns(list(KEY_HELP), width, left))
 
     async def model(self, name: str) -> None:
         with trio.fail_after(_LIST_SECONDS):

@@ -7,10 +7,12 @@ from collections.abc import Callable
 
 import attrs
 from prompt_toolkit.formatted_text import StyleAndTextTuples
+from prompt_toolkit.utils import get_cwidth
 
 from zcoder.ui.text import model_label, one_line, shorten
+from zcoder.ui.wrap import fit
 
-__all__ = ["STATE_LABELS", "Status", "render_status"]
+__all__ = ["GRANT_TEXT", "STATE_LABELS", "Status", "render_status"]
 
 STATE_LABELS = {
     "ready": "ready",
@@ -45,6 +47,7 @@ class Status:
     relayed_from: str = ""  # the sender's project while a relayed turn runs
     queued_prompts: int = 0
     context: int | None = None  # how full the next request makes the window, in percent
+    commands_granted: bool = False  # the user answered ``a``: commands run unasked
     clock: Callable[[], float] = time.monotonic
 
     def set_state(self, state: str, detail: str = "") -> None:
@@ -79,33 +82,100 @@ def _state_text(status: Status) -> str:
     return f" {label} "
 
 
-def render_status(status: Status, width: int = 100) -> StyleAndTextTuples:
-    """`` state │ model │ profile │ “title” │ ctx N% │ N queued │ relay on (M waiting)``,
-    cut to ``width``; during a relayed turn ``relayed from <project>`` stands for the title."""
-    tail = []
+_SEP = " │ "
+_MODEL_MIN = 8  # cells a shortened model name keeps (``qwen3-c…``); less says nothing
+_TITLE_MIN = 8
+GRANT_TEXT = "all commands allowed"
+
+
+def _cells(text: str) -> int:
+    return get_cwidth(text)
+
+
+def _cut(text: str, cells: int) -> str:
+    """``text`` in at most ``cells`` columns, with an ellipsis when it was cut."""
+    if _cells(text) <= cells:
+        return text
+    return text[: fit(text, cells - 1)] + "…" if cells > 1 else text[: fit(text, cells)]
+
+
+@attrs.define
+class _Part:
+    text: str
+    style: str = "class:status"
+    least: int = 0  # how far it may be shortened (0: never); it may still be left out
+    quoted: bool = False  # a title, in quotes that stay when it is shortened
+
+    @property
+    def shown(self) -> str:
+        return f"“{self.text}”" if self.quoted else self.text
+
+
+def _parts(status: Status) -> dict[str, _Part]:
+    """The parts after the state, by name, in their order on the bar."""
+    parts = {
+        "model": _Part(model_label(status.model), least=_MODEL_MIN),
+        "profile": _Part(one_line(status.profile)),
+    }
+    if status.relayed_from:
+        parts["head"] = _Part(f"relayed from {shorten(one_line(status.relayed_from), 40)}")
+    else:
+        parts["title"] = _Part(one_line(status.title), least=_TITLE_MIN, quoted=True)
+    if status.commands_granted:
+        parts["grant"] = _Part(GRANT_TEXT, "class:status.granted")
     if status.context is not None:
-        tail.append(f"ctx {status.context}%")
+        parts["ctx"] = _Part(f"ctx {status.context}%")
     if status.queued_prompts:
-        tail.append(f"{status.queued_prompts} queued")
+        parts["queued"] = _Part(f"{status.queued_prompts} queued")
     if status.relay:
         relay = f"relay {one_line(status.relay)}"
         if status.relay_queued:
             why = " for the model" if status.relay_waits_model else ""
             why += ", stopped" if status.relay_stopped else ""
             relay += f" ({status.relay_queued} waiting{why})"
-        tail.append(relay)
+        parts["relay"] = _Part(relay)
+    return parts
+
+
+def _fit(status: Status, room: int) -> list[_Part]:
+    """The parts that fit in ``room`` columns. The model name gives way first, then the
+    session title: shortened, then left out; then the context fill and the profile. The
+    turn (``relayed from``), the grant, the queue and the relay stay (a terminal too narrow
+    even for those cuts the line's end)."""
+    parts = _parts(status)
+
+    def over() -> int:
+        shown = parts.values()
+        return sum(_cells(p.shown) for p in shown) + len(_SEP) * (len(parts) - 1) - room
+
+    for name in ("model", "title"):
+        excess, part = over(), parts.get(name)
+        if excess > 0 and part is not None:
+            part.text = _cut(part.text, max(_cells(part.text) - excess, part.least))
+    for name in ("title", "model", "ctx", "profile"):
+        if over() > 0:
+            parts.pop(name, None)
+    return list(parts.values())
+
+
+def render_status(status: Status, width: int = 100) -> StyleAndTextTuples:
+    """`` state  model │ profile │ “title” │ all commands allowed │ ctx N% │ N queued │
+    relay on (M waiting)``, fitted to ``width``; during a relayed turn ``relayed from
+    <project>`` stands for the title."""
     state = _state_text(status)
-    room = max(width - len(state) - 2, 10)
-    # The title gives way first: the queue and the relay matter more in a narrow terminal.
-    fixed = " │ ".join([model_label(status.model), status.profile, "“”", *tail])
-    if status.relayed_from:
-        head = f"relayed from {shorten(one_line(status.relayed_from), 40)}"
-    else:
-        head = f"“{shorten(one_line(status.title), max(room - len(fixed), 8))}”"
-    parts = [model_label(status.model), status.profile, head, *tail]
-    rest = shorten(" │ ".join(parts), room)
-    out: StyleAndTextTuples = [(_state_style(status.state), state), ("class:status", " " + rest)]
-    used = len(state) + 1 + len(rest)
-    if used < width:
-        out.append(("class:status", " " * (width - used)))
-    return out
+    room = max(width - _cells(state) - 2, 10)
+    rest: StyleAndTextTuples = []
+    for n, part in enumerate(_fit(status, room)):
+        rest += [("class:status", _SEP)] if n else []
+        rest.append((part.style, part.shown))
+    used = sum(_cells(t) for _, t, *_ in rest)
+    if used > room:  # too narrow even for what must stay: cut the end
+        rest = [("class:status", _cut("".join(t for _, t, *_ in rest), room))]
+        used = _cells(rest[0][1])
+    pad = max(width - _cells(state) - 1 - used, 0)
+    return [
+        (_state_style(status.state), state),
+        ("class:status", " "),
+        *rest,
+        ("class:status", " " * pad),
+    ]

@@ -72,6 +72,7 @@ STYLE = Style.from_dict(
         "status.busy": "reverse bold ansiyellow",
         "status.error": "reverse bold ansired",
         "status.approval": "reverse bold ansimagenta",
+        "status.granted": "reverse bold ansimagenta",
     }
 )
 

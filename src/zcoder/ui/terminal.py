@@ -24,7 +24,7 @@ from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.history import History
 from prompt_toolkit.input import Input
-from prompt_toolkit.layout import ConditionalContainer, HSplit, Layout, Window
+from prompt_toolkit.layout import ConditionalContainer, HSplit, Layout, VSplit, Window
 from prompt_toolkit.layout.controls import BufferControl, FormattedTextControl
 from prompt_toolkit.layout.dimension import Dimension
 from prompt_toolkit.layout.menus import CompletionsMenu
@@ -46,6 +46,7 @@ _log = logging.getLogger(__name__)
 _TICK = 0.5
 _REDRAW_INTERVAL = 0.02  # status bar refresh while busy (elapsed time)
 _EXIT_GRACE = 3.0
+_INPUT_ROWS = 12  # the input area's most rows; a longer input scrolls to the cursor
 
 
 def _app_error(task: asyncio.Task[None]) -> BaseException | None:
@@ -143,10 +144,17 @@ class Terminal:
         )
         input_window = Window(
             BufferControl(self.buffer, input_processors=[hint]),
-            height=Dimension(min=1, max=12),
+            height=Dimension(min=1, max=_INPUT_ROWS),
             wrap_lines=True,
             dont_extend_height=True,
-            get_line_prefix=self._prefix,
+        )
+        # The prompt has a column of its own, so it stays in view when a long input
+        # (a pasted 5,000-character line) scrolls its first rows out of the input area.
+        prompt = Window(
+            FormattedTextControl([("class:prompt", "› ")]),
+            width=2,
+            dont_extend_width=True,
+            dont_extend_height=True,
         )
         return Layout(
             HSplit(
@@ -164,7 +172,7 @@ class Terminal:
                         ),
                         filter=approval_open,
                     ),
-                    input_window,
+                    VSplit([prompt, input_window]),
                     CompletionsMenu(max_height=8),
                     Window(
                         FormattedTextControl(lambda: render_status(self.status, self.width())),
@@ -174,11 +182,6 @@ class Terminal:
             ),
             focused_element=input_window,
         )
-
-    def _prefix(self, line: int, wrap: int) -> StyleAndTextTuples:
-        if line == 0 and wrap == 0:
-            return [("class:prompt", "› ")]
-        return [("", "  ")]
 
     def _hint(self) -> StyleAndTextTuples:
         if self.approval.is_open:

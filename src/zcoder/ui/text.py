@@ -11,7 +11,7 @@ from __future__ import annotations
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 
 from zcoder.text.flat import one_line as flat
-from zcoder.text.visible import control_token, is_control
+from zcoder.text.visible import control_at, control_token
 
 __all__ = ["CTRL_STYLE", "one_line", "shorten", "visible", "visible_text"]
 
@@ -19,11 +19,11 @@ CTRL_STYLE = "class:ctrl"
 _TAB = "    "
 
 
-def _token(ch: str) -> str | None:
-    """The visible stand-in for ``ch``, or ``None`` when it is safe as it is."""
-    if ch == "\n" or not is_control(ch):
+def _token(text: str, i: int) -> str | None:
+    """The visible stand-in for ``text[i]``, or ``None`` when it is safe as it is."""
+    if text[i] == "\n" or not control_at(text, i):
         return None
-    return control_token(ch)
+    return control_token(text[i])
 
 
 def visible(text: str, style: str = "") -> StyleAndTextTuples:
@@ -33,8 +33,8 @@ def visible(text: str, style: str = "") -> StyleAndTextTuples:
         return [(style, text)] if text else []
     out: StyleAndTextTuples = []
     run: list[str] = []
-    for ch in text:
-        token = _token(ch)
+    for i, ch in enumerate(text):
+        token = _token(text, i)
         if token is None:
             run.append(ch)
             continue

@@ -369,7 +369,10 @@ class RelayLink:
         if verb in INBOX_ACTIONS:
             return self._inbox_control(verb, arg)
         if action not in ("", "pause", "resume"):
-            raise CommandError(f"unknown /agents action {action!r}: use pause or resume")
+            raise CommandError(
+                f"unknown /agents action {action!r}: use pause, resume, hold, accept, inbox, "
+                "approve N, deny N, sent or cancel ID"
+            )
         shown = self._take_news()
         if action == "resume" and self.inbound.go_on() and self.status()[0] != "paused":
             return [RUNS_AGAIN], shown  # only stopped: nothing to switch in the relay

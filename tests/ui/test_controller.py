@@ -456,6 +456,22 @@ def test_a_doubled_slash_prompt_comes_back_as_typed_after_escape() -> None:
     run(body, FakeBackend(), warmup=False)
 
 
+def test_a_doubled_slash_command_name_comes_back_doubled_and_never_runs() -> None:
+    # "//new" sent "/new" to the model; handed back, it must not read as the command.
+    async def body(h: Harness) -> None:
+        h.keys("one\r")
+        await h.until(lambda: h.terminal.turn_running)
+        h.keys("//new\r")
+        h.keys("/model other:2\r")  # a real command, queued: it comes back as typed
+        await h.until(lambda: h.queue == ["/new", "/model other:2"])
+        h.keys("\x1b")
+        await h.until(lambda: not h.controller.turn_active and h.terminal.buffer.text)
+        assert h.terminal.buffer.text == "//new\n/model other:2"
+        assert h.backend.new_sessions == 0
+
+    run(body, FakeBackend(), warmup=False)
+
+
 def test_sessions_list_and_switch_by_number() -> None:
     async def body(h: Harness) -> None:
         h.keys("/sessions\r")

@@ -29,6 +29,7 @@ import attrs
 import trio
 
 from zcoder.app.schedule import QueueState, next_work
+from zcoder.commands import interpret
 from zcoder.errors import ZcoderError
 from zcoder.ui.events import (
     CancelTurn,
@@ -213,7 +214,7 @@ class TurnWorker:
             return
         _log.debug("turn cancel requested")
         if self._queue:
-            texts = self._texts()
+            texts = tuple(_as_typed(item) for item in self._queue)
             self._queue.clear()
             self._send(Queued(()))
             self._send(Returned(texts))
@@ -300,3 +301,11 @@ class TurnWorker:
             self._warm_scope.cancel()
             self._warm_scope = None
             self._send(WarmUpState(""))
+
+
+def _as_typed(item: Prompt | Command) -> str:
+    """A queued item as the user typed it: a prompt that reads as a command was typed with
+    one more slash (``//new`` was sent as ``/new``), so it comes back with it."""
+    if isinstance(item, Command):
+        return item.text
+    return item.text if interpret(item.text) == item.text else "/" + item.text

@@ -6,7 +6,6 @@ Read-only queries of the backend fill the status bar (model, session title, rela
 
 from __future__ import annotations
 
-from zcoder.commands import Refused, interpret
 from zcoder.live import CommandsGranted, ContextFill, Entry, StateChange
 from zcoder.ui.backend import Backend
 from zcoder.ui.events import (
@@ -90,9 +89,7 @@ class Presenter:
 
     def _returned(self, texts: tuple[str, ...]) -> None:
         buffer = self.terminal.buffer
-        # A prompt sent as ``//word`` was queued as ``/word``: it comes back as typed.
-        typed = ["/" + t if isinstance(interpret(t), Refused) else t for t in texts]
-        draft = "\n".join([*typed, buffer.text]).rstrip("\n")
+        draft = "\n".join([*texts, buffer.text]).rstrip("\n")  # as typed (the worker's)
         buffer.text = draft
         buffer.cursor_position = len(draft)
 

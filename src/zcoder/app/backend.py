@@ -247,8 +247,8 @@ class AgentBackend:
         return target_completions(self.relay.known_peers())
 
     def send_target_descriptions(self) -> dict[str, str]:
-        """What the Tab menu may show beside each target (label, pid, workspace): from the
-        last discovery, no I/O. Not yet shown: the terminal's completer takes strings."""
+        """What the Tab menu shows beside each target (label, pid, workspace): from the
+        last discovery, no I/O."""
         return target_descriptions(self.relay.known_peers())
 
     def relay_sent(self) -> list[str]:

@@ -243,6 +243,7 @@ async def _trio_main(
         schedule=token.run_sync_soon,
         # ``core`` is bound below, before the app runs (nothing completes until then).
         complete=lambda text: _completions(core.backend, text, token.run_sync_soon),
+        describe=lambda option: _described(core.backend, option),
         history=PromptHistory(config.home / "history"),
         approval_guard=config.approval_guard,
     )
@@ -254,6 +255,12 @@ async def _trio_main(
             await _run_root(config, core, terminal, controller, state, choice)
         finally:
             state.session_id, state.saved = core.backend.close()
+
+
+def _described(backend: AgentBackend, option: str) -> str:
+    """What the Tab menu shows beside a ``/send`` target: label, pid and workspace."""
+    command, _, target = option.partition(" ")
+    return backend.send_target_descriptions().get(target, "") if command == "/send" else ""
 
 
 def _completions(

@@ -64,10 +64,17 @@ def _app_error(task: asyncio.Task[None]) -> BaseException | None:
 
 
 class SlashCompleter(Completer):
-    """Completes slash commands and their arguments from a pure ``complete(text)``."""
+    """Completes slash commands and their arguments from a pure ``complete(text)``; beside a
+    command its help, beside an argument what ``describe(option)`` says of it (a send
+    target's label, pid and workspace, so that peers named alike can be told apart)."""
 
-    def __init__(self, complete: Callable[[str], list[str]]) -> None:
+    def __init__(
+        self,
+        complete: Callable[[str], list[str]],
+        describe: Callable[[str], str] = lambda option: "",
+    ) -> None:
         self._complete = complete
+        self._describe = describe
 
     def get_completions(
         self, document: Document, complete_event: CompleteEvent
@@ -75,7 +82,7 @@ class SlashCompleter(Completer):
         text = document.text_before_cursor
         for option in self._complete(text):
             command = find(option[1:]) if " " not in option else None
-            meta = command.help if command is not None else ""
+            meta = command.help if command is not None else self._describe(option)
             yield Completion(option, start_position=-len(text), display=option, display_meta=meta)
 
 
@@ -89,6 +96,7 @@ class Terminal:
         post: Callable[[UiEvent], None],
         schedule: Callable[[Callable[[], None]], object],
         complete: Callable[[str], list[str]] = lambda text: [],
+        describe: Callable[[str], str] = lambda option: "",
         history: History | None = None,
         input: Input | None = None,
         output: Output | None = None,
@@ -107,7 +115,7 @@ class Terminal:
         self.buffer = Buffer(
             multiline=True,
             history=history,
-            completer=SlashCompleter(complete),
+            completer=SlashCompleter(complete, describe),
             complete_while_typing=False,
             read_only=Condition(lambda: self.approval.is_open),
         )

@@ -15,7 +15,7 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import trio
 
@@ -46,10 +46,18 @@ def _find_peers(env: Mapping[str, str]) -> list[Peer]:
     )
 
 
-def run_agents(as_json: bool, env: Mapping[str, str]) -> int:
+def run_agents(
+    as_json: bool,
+    env: Mapping[str, str],
+    blame: Callable[[ConfigError], ConfigError] = lambda exc: exc,
+) -> int:
+    """``blame`` names the config file's key for a bad value it gave (``config_file``)."""
     try:
         peers = _find_peers(env)
-    except (ConfigError, RelayError) as exc:
+    except ConfigError as exc:
+        sys.stderr.write(f"zcoder agents: {escape_controls(str(blame(exc)))}\n")
+        return 1
+    except RelayError as exc:
         sys.stderr.write(f"zcoder agents: {escape_controls(str(exc))}\n")
         return 1
     if as_json:

@@ -24,6 +24,7 @@ __all__ = ["build_parser", "main", "parse_options"]
 _EPILOG = """\
 commands:
   zcoder agents [--json]   list the other live zcoder instances of this user on this machine
+  zcoder config [OPTIONS]  print the effective settings and where each came from
 
 model server:
   With no --host (nor ZCODER_HOST, OLLAMA_HOST) zcoder looks on 127.0.0.1 for Ollama
@@ -42,7 +43,8 @@ environment:
   ZCODER_TEMPERATURE, ZCODER_MAX_OUTPUT_TOKENS, ZCODER_FIRST_TOKEN_TIMEOUT (s, default 300),
   ZCODER_STALL_TIMEOUT (s, default 60), ZCODER_TEXT_TOOL_CALLS (on|off),
   ZCODER_APPROVAL_GUARD_MS (default 300), ZCODER_AGENT_NAME.
-  Flags override the environment.
+  Flags override the environment, which overrides $ZCODER_HOME/config.toml (the same
+  settings in lower case without ZCODER_: model = "...", compact_at = 80, [relay] max_queue).
 """
 
 
@@ -124,8 +126,27 @@ def _agents_main(argv: Sequence[str]) -> int:
     p.add_argument("--json", action="store_true", help="print a JSON array")
     ns = p.parse_args(list(argv))
     from zcoder.agents_cmd import run_agents
+    from zcoder.config import RawOptions
+    from zcoder.config_file import layer_settings
+    from zcoder.errors import ConfigError
 
-    return run_agents(as_json=bool(ns.json), env=os.environ)
+    try:  # the relay settings may come from the config file
+        layers = layer_settings(RawOptions(), os.environ)
+    except ConfigError as exc:
+        sys.stderr.write(f"zcoder agents: {exc}\n")
+        return 2
+    return run_agents(as_json=bool(ns.json), env=layers.env, blame=layers.blame)
+
+
+def _config_main(argv: Sequence[str]) -> int:
+    p = build_parser()
+    p.prog = "zcoder config"
+    p.description = "Print the effective settings (with these options) and where each came from."
+    p.epilog = None
+    opts = _raw_options(p.parse_args(list(argv)))
+    from zcoder.config_cmd import run_config
+
+    return run_config(opts, os.environ)
 
 
 def _raw_options(ns: argparse.Namespace) -> RawOptions:
@@ -163,15 +184,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["agents"]:
         return _agents_main(args[1:])
+    if args[:1] == ["config"]:
+        return _config_main(args[1:])
     opts = parse_options(args)
     # attrs costs tens of milliseconds to import: only once --version/--help are ruled out.
-    from zcoder.config import load_config
+    from zcoder.config_file import load_settings
     from zcoder.errors import ConfigError, SessionError
     from zcoder.prepare import settle_resume
     from zcoder.text.visible import escape_controls
 
     try:
-        config = load_config(opts, os.environ)
+        config = load_settings(opts, os.environ)
     except ConfigError as exc:
         sys.stderr.write(f"zcoder: {exc}\n")
         return 2

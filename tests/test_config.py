@@ -307,3 +307,15 @@ def test_a_name_outside_the_grammar_is_refused_naming_its_source(
     text = str(info.value)
     assert text.startswith(f"{option}: ") and "is not an agent name: use 1 to 64" in text
     assert "\x1b" not in text and "\n" not in text
+
+
+def test_output_format(tmp_path: Path) -> None:
+    base = RawOptions(workspace=str(tmp_path), prompt="hi")
+    assert load_config(base, {}).output_format == "text"
+    for fmt in ("text", "json", "stream-json"):
+        c = load_config(attrs.evolve(base, output_format=fmt), {"ZCODER_OUTPUT_FORMAT": "x"})
+        assert c.output_format == fmt
+    with pytest.raises(ConfigError, match="--output-format: 'xml' is not one of"):
+        load_config(attrs.evolve(base, output_format="xml"), {})
+    with pytest.raises(ConfigError, match="only applies with --prompt"):
+        load_config(RawOptions(workspace=str(tmp_path), output_format="json"), {})

@@ -24,6 +24,7 @@ FLOORS: dict[str, int] = {
     "zcoder.logfile": 1,
     "zcoder.instructions": 1,
     "zcoder.config": 2,
+    "zcoder.config_file": 2,
     "zcoder.runtime": 2,
     "zcoder.session": 2,
     "zcoder.shell": 2,
@@ -37,6 +38,7 @@ FLOORS: dict[str, int] = {
     "zcoder.oneshot": 5,
     "zcoder.prepare": 5,
     "zcoder.agents_cmd": 5,
+    "zcoder.config_cmd": 5,
     "zcoder.cli": 6,
     "zcoder.__main__": 6,
 }

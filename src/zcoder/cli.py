@@ -88,7 +88,18 @@ def build_parser() -> argparse.ArgumentParser:
     a("--profile", help="coding or sysadmin (ZCODER_PROFILE, default coding)")
     a("--yes", action="store_true", help="run commands without asking (refused with sysadmin)")
     a("--deny-commands", action="store_true", help="refuse every command the model asks for")
-    a("-p", "--prompt", help="run one turn non-interactively and print the answer")
+    a(
+        "-p",
+        "--prompt",
+        help="run one turn non-interactively and print the answer (-p - reads the prompt "
+        "from standard input)",
+    )
+    a(
+        "--output-format",
+        choices=("text", "json", "stream-json"),
+        help="with --prompt: the answer as text (default), one JSON result object, or one "
+        "JSON object per event (stream-json)",
+    )
     a(
         "--resume",
         metavar="SESSION_ID",
@@ -171,6 +182,7 @@ def _raw_options(ns: argparse.Namespace) -> RawOptions:
         no_text_tool_calls=ns.no_text_tool_calls,
         api=ns.api,
         agent_name=ns.agent_name,
+        output_format=ns.output_format,
     )
 
 
@@ -178,6 +190,21 @@ def parse_options(args: Sequence[str]) -> RawOptions:
     """The flags of ``zcoder [OPTIONS]`` as given (``SystemExit(2)`` with one line for a bad
     one; ``--help`` and ``--version`` exit 0). Validating them is ``load_config``'s job."""
     return _raw_options(build_parser().parse_args(list(args)))
+
+
+def _read_stdin_prompt() -> str | None:
+    """``-p -``: all of standard input is the prompt; None (after one line) when it is
+    empty or not UTF-8 text."""
+    data = sys.stdin.buffer.read() if sys.stdin is not None else b""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        sys.stderr.write("zcoder: --prompt -: standard input is not UTF-8 text\n")
+        return None
+    if not text.strip():
+        sys.stderr.write("zcoder: --prompt -: standard input is empty\n")
+        return None
+    return text.rstrip("\r\n")  # the newline that ends what echo or a file gave
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -188,6 +215,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _config_main(args[1:])
     opts = parse_options(args)
     # attrs costs tens of milliseconds to import: only once --version/--help are ruled out.
+    if opts.prompt == "-":
+        try:
+            prompt = _read_stdin_prompt()
+        except KeyboardInterrupt:
+            return 130
+        if prompt is None:
+            return 2
+        import attrs
+
+        opts = attrs.evolve(opts, prompt=prompt)
     from zcoder.config_file import load_settings
     from zcoder.errors import ConfigError, SessionError
     from zcoder.prepare import settle_resume
@@ -198,15 +235,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         sys.stderr.write(f"zcoder: {exc}\n")
         return 2
+    if config.prompt is not None:  # it settles --resume itself, to say a failure its way
+        from zcoder.oneshot.run import run_oneshot
+
+        return run_oneshot(config)
     try:  # --resume ID brings back the session's workspace, profile, server and model
         config = settle_resume(config)
     except SessionError as exc:
         sys.stderr.write(f"zcoder: {escape_controls(str(exc))}\n")
         return 1
-    if config.prompt is not None:
-        from zcoder.oneshot.run import run_oneshot
-
-        return run_oneshot(config)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         sys.stderr.write(
             'zcoder: interactive mode needs a terminal; use --prompt "TEXT" for a one-shot run\n'

@@ -48,11 +48,13 @@ __all__ = [
     "DEFAULT_HOST",
     "DEFAULT_MODEL",
     "INBOUND_MODES",
+    "OUTPUT_FORMATS",
     "PROFILES",
     "Api",
     "CommandPolicy",
     "Config",
     "InboundMode",
+    "OutputFormat",
     "Profile",
     "RawOptions",
     "RelayMode",
@@ -75,6 +77,8 @@ DEFAULT_APPROVAL_GUARD_MS = 300
 DEFAULT_COMPACT_AT = 80
 Api = Literal["ollama", "openai"]
 APIS: tuple[Api, ...] = ("ollama", "openai")
+OutputFormat = Literal["text", "json", "stream-json"]
+OUTPUT_FORMATS: tuple[OutputFormat, ...] = ("text", "json", "stream-json")
 _HOST_RE = re.compile(
     r"^(?:(https?)://)?([A-Za-z0-9._-]*|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?(/[^\s?#]*)?$"
 )
@@ -103,6 +107,7 @@ class RawOptions:
     no_text_tool_calls: bool = False
     api: str | None = None
     agent_name: str | None = None
+    output_format: str | None = None
 
 
 @attrs.frozen
@@ -169,6 +174,9 @@ class Config:
     # Said once at start-up: why this run is not where the user stands (a resumed
     # session opened in its own workspace).
     resume_note: str = ""
+    # What the one-shot mode prints on stdout (--output-format): the answer as text, one
+    # JSON result object, or one JSON object per event (docs/output-format.rst).
+    output_format: OutputFormat = "text"
 
 
 def normalize_host(value: str) -> str:
@@ -413,6 +421,16 @@ def _agent_name(opts: RawOptions, env: Mapping[str, str]) -> str:
     return raw
 
 
+def _output_format(opts: RawOptions) -> OutputFormat:
+    # No environment twin: the format is the calling script's contract with zcoder, and an
+    # inherited variable must not change what that script reads (as with -p and --resume).
+    if opts.output_format is None:
+        return "text"
+    if opts.prompt is None:
+        raise ConfigError("--output-format", "only applies with --prompt")
+    return cast(OutputFormat, _choice("--output-format", opts.output_format, OUTPUT_FORMATS))
+
+
 def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
     """Merge flags over environment over defaults, validating every value; an error names
     the flag or the environment variable the bad value came from."""
@@ -454,4 +472,5 @@ def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
         workspace_given=raw_ws is not None,
         profile_given=raw_profile is not None,
         host_source=_host_source((raw_host, host_name)),
+        output_format=_output_format(opts),
     )

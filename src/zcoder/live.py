@@ -7,7 +7,8 @@ the interactive app draws them. Finished transcript entries travel as ``Entry`` 
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from collections.abc import Mapping
+from typing import Any, Literal, Protocol
 
 import attrs
 
@@ -75,6 +76,8 @@ class ToolUpdate:
 
     ``result`` is the tool's result as far as there is one (empty while it is pending or
     running); the card shows its ``summary``, its ``diff`` and a few lines of its ``output``.
+    ``arguments`` are the call's arguments as the model sent them (the one-shot mode's JSON
+    output reports them; the card shows only ``target``).
     """
 
     call_key: str
@@ -82,6 +85,7 @@ class ToolUpdate:
     target: str
     state: ToolState
     result: ToolResult = _NO_RESULT
+    arguments: Mapping[str, Any] = attrs.field(factory=dict)
 
     @property
     def summary(self) -> str:

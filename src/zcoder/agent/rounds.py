@@ -159,7 +159,8 @@ class RoundRunner:
         self, key: str, call: ToolCall, state: ToolState, result: ToolResult | None = None
     ) -> None:
         done = result if result is not None else ToolResult("")
-        self._p.sink.emit(ToolUpdate(key, call.name, self._target(call), state, done))
+        target = self._target(call)
+        self._p.sink.emit(ToolUpdate(key, call.name, target, state, done, call.arguments))
 
     def _answer(self, key: str, call: ToolCall, answer: CallOutcome) -> None:
         result, state = answer.result, answer.state

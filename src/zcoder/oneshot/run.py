@@ -1,7 +1,10 @@
 """One-shot mode (``zcoder -p TEXT``): one user turn in a plain ``trio.run``, no relay ever.
 
 The answer streams to stdout; tool activity, thinking, notices and errors go to stderr;
-approvals are asked on ``/dev/tty`` (denied when there is none). Exit status: 0 when the
+approvals are asked on ``/dev/tty`` (denied when there is none). ``--output-format json``
+or ``stream-json`` puts JSON records on stdout instead (``output``, ``records``), with the
+same exit status; a failure after the command line was understood (exit 1, 130, 143)
+still ends with a ``result`` record. Exit status: 0 when the
 model answered or finished with ``complete``; 1 for a model or transport error, no model
 server found (no host configured, none detected), a session that cannot be opened, and for
 a turn that ended ``blocked``, at its step limit or stopped by loop detection (the task was
@@ -21,9 +24,13 @@ import trio
 from zcoder.agent.agent import Agent, TurnOutcome, TurnRequest
 from zcoder.agent.connect import choose_server, make_client
 from zcoder.config import Config
-from zcoder.oneshot.terminal import StreamSink, TtyApprover
-from zcoder.prepare import PreparedRun, prepare_or_say, take_server_choice
+from zcoder.errors import ConfigError, SessionError
+from zcoder.oneshot.output import Output, open_output, resume_line
+from zcoder.oneshot.terminal import TtyApprover
+from zcoder.oneshot.usage import MeteredClient
+from zcoder.prepare import PreparedRun, prepare_run, settle_resume, take_server_choice
 from zcoder.session.store import Session, SessionStore
+from zcoder.text.visible import escape_controls
 from zcoder.tools.registry import Toolbox, core_tools
 
 __all__ = ["exit_status", "resume_hint", "run_oneshot"]
@@ -37,16 +44,34 @@ def exit_status(outcome: TurnOutcome) -> int:
 
 def run_oneshot(config: Config) -> int:
     """Run the turn of ``config.prompt``; return the process exit status."""
-    run = prepare_or_say(config)
-    if isinstance(run, int):
-        return run
+    output = open_output(config, sys.stdout, sys.stderr)
     try:
-        return trio.run(_main, config, run)
-    except KeyboardInterrupt:  # Ctrl-C before the turn could take it over
-        return 130
+        prepared = _prepare(config, output)
+        if isinstance(prepared, int):
+            return prepared
+        config, run = prepared
+        try:
+            return trio.run(_main, config, run, output)
+        except KeyboardInterrupt:  # Ctrl-C before the turn could take it over
+            return output.failed("", 130, "cancelled")
+        finally:
+            run.store.release(run.session)
     finally:
-        run.store.release(run.session)
         _quiet_broken_stdout()
+
+
+def _prepare(config: Config, output: Output) -> tuple[Config, PreparedRun] | int:
+    """Settle ``--resume`` and open the session (as ``prepare_or_say`` does, but a session
+    that cannot be opened is said in the run's output format); or the exit status."""
+    try:
+        # --resume ID brings back the session's workspace, profile, server and model
+        config = settle_resume(config)
+        return config, prepare_run(config)
+    except ConfigError as exc:  # a usage error (--debug-log): one line, no JSON
+        sys.stderr.write(f"zcoder: {escape_controls(str(exc))}\n")
+        return 2
+    except SessionError as exc:
+        return output.failed(escape_controls(str(exc)), 1)
 
 
 def _quiet_broken_stdout() -> None:
@@ -59,21 +84,25 @@ def _quiet_broken_stdout() -> None:
         os.close(devnull)
 
 
-async def _main(config: Config, run: PreparedRun) -> int:
+async def _main(config: Config, run: PreparedRun, output: Output) -> int:
     if config.resume_note:  # a resumed session opened in its own workspace, not here
-        sys.stderr.write(f"zcoder: {config.resume_note}\n")
+        output.note(config.resume_note)
     choice = await choose_server(config)
     if not choice.found:  # no session file is written before a model answered
-        sys.stderr.write(f"zcoder: {choice.line}\n")
-        return 1
+        return output.failed(choice.line, 1)
     if choice.config.server_note:  # auto-detected, found elsewhere, the session's
-        sys.stderr.write(f"zcoder: {choice.line}\n")
+        output.note(choice.line)
     config = choice.config
     take_server_choice(run, config)
+    output.started(config, run.session, resumed=run.resumed)
+    ended: tuple[TurnOutcome, int] | None = None
     try:
-        return await _run(config, run.store, run.session)
+        ended = await _run(config, run.store, run.session, output)
+        return ended[1]
     finally:
-        sys.stderr.write(resume_hint(run.store, run.session))
+        saved = run.store.is_saved(run.session.id)
+        outcome, status = ended or (None, 1)
+        output.ended(outcome, status, run.session.id if saved else None)
 
 
 def resume_hint(store: SessionStore, session: Session) -> str:
@@ -81,29 +110,30 @@ def resume_hint(store: SessionStore, session: Session) -> str:
     Ctrl-C before the turn began), since there is nothing to resume."""
     if not store.is_saved(session.id):
         return ""
-    return f"session: {session.id} (resume with: zcoder --resume {session.id})\n"
+    return resume_line(session.id)
 
 
-async def _run(config: Config, store: SessionStore, session: Session) -> int:
+async def _run(
+    config: Config, store: SessionStore, session: Session, output: Output
+) -> tuple[TurnOutcome, int]:
     assert config.prompt is not None
-    sink = StreamSink(sys.stdout, sys.stderr)
     caught: list[int] = []
     async with make_client(config) as client:
         agent = Agent(
             config=config,
-            client=client,
+            client=MeteredClient(client, output.counted),
             toolbox=Toolbox(core_tools()),
             approver=TtyApprover(sys.stderr),
             store=store,
             session=session,
-            sink=sink,
+            sink=output.sink,
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(_stop_on_signals, agent, caught)
             outcome = await agent.run_turn(TurnRequest("user", config.prompt))
             nursery.cancel_scope.cancel()
-    sink.close()
-    return _SIGNAL_STATUS[signal.Signals(caught[0])] if caught else exit_status(outcome)
+    status = _SIGNAL_STATUS[signal.Signals(caught[0])] if caught else exit_status(outcome)
+    return outcome, status
 
 
 async def _stop_on_signals(

@@ -37,6 +37,7 @@ FLOORS: dict[str, int] = {
     "zcoder.app": 5,
     "zcoder.oneshot": 5,
     "zcoder.prepare": 5,
+    "zcoder.localserver": 5,
     "zcoder.agents_cmd": 5,
     "zcoder.config_cmd": 5,
     "zcoder.cli": 6,

@@ -7,6 +7,7 @@ Heavy modules (trio, httpx, prompt_toolkit) are imported only once the mode is k
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ from zcoder.defaults import DEFAULT_HOST, DEFAULT_MODEL
 from zcoder.text.decimal import plain_int
 
 if TYPE_CHECKING:
-    from zcoder.config import RawOptions
+    from zcoder.config import Config, RawOptions
 
 __all__ = ["build_parser", "main", "parse_options"]
 
@@ -33,6 +34,8 @@ model server:
   without it where an OpenAI-compatible server answers is used at its /v1.
   --resume ID reconnects to the session's server, in its workspace and profile, unless
   --host, --api, -w or --profile (or their variables) say otherwise.
+  --gguf FILE starts llama.cpp's server for FILE instead, as a child process for this run
+  only (needs the local extra: pip install 'zcoder[local]').
 
 environment:
   ZCODER_MODEL, ZCODER_HOST, OLLAMA_HOST, ZCODER_API (ollama|openai), ZCODER_API_KEY
@@ -83,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--api",
         choices=("ollama", "openai"),
         help="the server's API (ZCODER_API; default: openai for a host ending in /v1)",
+    )
+    a(
+        "--gguf",
+        metavar="FILE",
+        help="start llama.cpp's server for this model file for the run (not with --host, "
+        "--api; needs pip install 'zcoder[local]')",
     )
     a("-w", "--workspace", help="workspace directory (ZCODER_WORKSPACE, default: cwd)")
     a("--profile", help="coding or sysadmin (ZCODER_PROFILE, default coding)")
@@ -183,6 +192,7 @@ def _raw_options(ns: argparse.Namespace) -> RawOptions:
         api=ns.api,
         agent_name=ns.agent_name,
         output_format=ns.output_format,
+        gguf=ns.gguf,
     )
 
 
@@ -226,19 +236,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         opts = attrs.evolve(opts, prompt=prompt)
     from zcoder.config_file import load_settings
-    from zcoder.errors import ConfigError, SessionError
-    from zcoder.prepare import settle_resume
-    from zcoder.text.visible import escape_controls
+    from zcoder.errors import ConfigError
 
     try:
         config = load_settings(opts, os.environ)
     except ConfigError as exc:
         sys.stderr.write(f"zcoder: {exc}\n")
         return 2
-    if config.prompt is not None:  # it settles --resume itself, to say a failure its way
-        from zcoder.oneshot.run import run_oneshot
+    if config.prompt is None:  # one-shot settles --resume itself, to say a failure its way
+        settled = _interactive_config(config)
+        if isinstance(settled, int):
+            return settled
+        config = settled
+    if config.gguf is not None:
+        return _with_local_server(config)
+    return _run_mode(config)
 
-        return run_oneshot(config)
+
+def _interactive_config(config: Config) -> Config | int:
+    """The interactive run's config with ``--resume`` settled, or the exit status."""
+    from zcoder.errors import SessionError
+    from zcoder.prepare import settle_resume
+    from zcoder.text.visible import escape_controls
+
     try:  # --resume ID brings back the session's workspace, profile, server and model
         config = settle_resume(config)
     except SessionError as exc:
@@ -249,6 +269,44 @@ def main(argv: Sequence[str] | None = None) -> int:
             'zcoder: interactive mode needs a terminal; use --prompt "TEXT" for a one-shot run\n'
         )
         return 2
+    return config
+
+
+def _with_local_server(config: Config) -> int:
+    """``--gguf FILE``: the run inside the life of its own server, stopped after it."""
+    from zcoder.errors import LocalServerError
+    from zcoder.localserver import local_server
+    from zcoder.text.visible import escape_controls
+
+    with contextlib.ExitStack() as stack:
+        try:
+            config = stack.enter_context(local_server(config))
+        except LocalServerError as exc:
+            return _say_failed(config, escape_controls(str(exc)), 1)
+        except KeyboardInterrupt:  # Ctrl-C while it started
+            return _say_failed(config, "", 130)
+        return _run_mode(config)
+    raise AssertionError("unreachable")  # pragma: no cover (mypy: ExitStack may swallow)
+
+
+def _say_failed(config: Config, line: str, status: int) -> int:
+    """A run whose model server could not start: one line, and for a one-shot run its
+    output format's closing record."""
+    if config.prompt is not None:
+        from zcoder.oneshot.output import open_output
+
+        output = open_output(config, sys.stdout, sys.stderr)
+        return output.failed(line, status, "cancelled" if status == 130 else "error")
+    if line:
+        sys.stderr.write(f"zcoder: {line}\n")
+    return status
+
+
+def _run_mode(config: Config) -> int:
+    if config.prompt is not None:
+        from zcoder.oneshot.run import run_oneshot
+
+        return run_oneshot(config)
     from zcoder.app import run_app
 
     return run_app(config)

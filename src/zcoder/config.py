@@ -108,6 +108,7 @@ class RawOptions:
     api: str | None = None
     agent_name: str | None = None
     output_format: str | None = None
+    gguf: str | None = None
 
 
 @attrs.frozen
@@ -177,6 +178,9 @@ class Config:
     # What the one-shot mode prints on stdout (--output-format): the answer as text, one
     # JSON result object, or one JSON object per event (docs/output-format.rst).
     output_format: OutputFormat = "text"
+    # --gguf FILE: zcoder starts llama.cpp's server for this file (localserver/), which
+    # then sets ``host``; until then ``host`` is "".
+    gguf: Path | None = None
 
 
 def normalize_host(value: str) -> str:
@@ -431,17 +435,62 @@ def _output_format(opts: RawOptions) -> OutputFormat:
     return cast(OutputFormat, _choice("--output-format", opts.output_format, OUTPUT_FORMATS))
 
 
+_GGUF_MAGIC = b"GGUF"
+
+
+def _gguf(opts: RawOptions) -> Path | None:
+    """The ``--gguf`` file: readable, regular, GGUF; never with ``--host`` or ``--api``."""
+    if opts.gguf is None:
+        return None
+    for given, flag in ((opts.host, "--host"), (opts.api, "--api")):
+        if given:
+            raise ConfigError("--gguf", f"cannot be combined with {flag}: it starts its own server")
+    path = Path(opts.gguf).expanduser().absolute()
+    try:
+        if not path.is_file():  # before opening it: a FIFO would block
+            what = "does not exist" if not path.exists() else "is not a regular file"
+            raise ConfigError("--gguf", f"{opts.gguf!r} {what}")
+        with path.open("rb") as stream:
+            magic = stream.read(4)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigError("--gguf", f"cannot read {opts.gguf!r}: {reason}") from None
+    if magic != _GGUF_MAGIC:
+        raise ConfigError("--gguf", f"{opts.gguf!r} is not a GGUF model file")
+    return path
+
+
+def _server(
+    opts: RawOptions, env: Mapping[str, str], gguf: Path | None
+) -> tuple[_Given, Api, bool, str]:
+    """Where the host came from, the API, whether it was given, and the host. With
+    ``--gguf`` the server is zcoder's own: the environment's host and API do not apply."""
+    if gguf is not None:
+        return (None, "--host"), "openai", True, ""
+    raw_host, host_name = _host_setting(opts, env)
+    api, api_given, host = _api(opts, env, _host((raw_host, host_name)))
+    return (raw_host, host_name), api, api_given, host
+
+
+def _model_of(opts: RawOptions, env: Mapping[str, str], gguf: Path | None) -> str:
+    """``-m``, else (with ``--gguf``) the file's name without ``.gguf``, else the
+    environment's or the default."""
+    if gguf is not None and not opts.model:
+        return _model((gguf.name.removesuffix(".gguf") or gguf.name, "--gguf"))
+    return _model(_setting(opts.model, "--model", env, "ZCODER_MODEL"))
+
+
 def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
     """Merge flags over environment over defaults, validating every value; an error names
     the flag or the environment variable the bad value came from."""
     raw_profile, profile_name = _setting(opts.profile, "--profile", env, "ZCODER_PROFILE")
     profile = cast(Profile, _choice(profile_name, raw_profile or "coding", PROFILES))
     policy = _command_policy(opts, env, profile)
-    model = _model(_setting(opts.model, "--model", env, "ZCODER_MODEL"))
+    gguf = _gguf(opts)
+    model = _model_of(opts, env, gguf)
     _check_flags(opts)
     warmup_env = _choice("ZCODER_WARMUP", env.get("ZCODER_WARMUP", "on"), ("on", "off"))
-    raw_host, host_name = _host_setting(opts, env)
-    api, api_given, host = _api(opts, env, _host((raw_host, host_name)))
+    (raw_host, host_name), api, api_given, host = _server(opts, env, gguf)
     raw_ws, ws_name = _setting(opts.workspace, "--workspace", env, "ZCODER_WORKSPACE")
     relay, relay_problem = _relay(env)
     return Config(
@@ -465,12 +514,13 @@ def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
         api=api,
         api_given=api_given,
         api_key=_api_key(env),
-        autodetect=raw_host is None,
-        model_default=not (opts.model or env.get("ZCODER_MODEL")),
+        autodetect=raw_host is None and gguf is None,
+        model_default=not (opts.model or env.get("ZCODER_MODEL")) and gguf is None,
         approval_guard=_approval_guard(env),
         agent_name=_agent_name(opts, env),
         workspace_given=raw_ws is not None,
         profile_given=raw_profile is not None,
         host_source=_host_source((raw_host, host_name)),
         output_format=_output_format(opts),
+        gguf=gguf,
     )

@@ -27,19 +27,30 @@ def _on(flag: bool) -> str:
     return "on" if flag else "off"
 
 
+def _host(config: Config) -> str:
+    if config.gguf is not None:
+        return f"llama.cpp started for {config.gguf}"
+    return f"look for one, else {DEFAULT_HOST}" if config.autodetect else config.host
+
+
 # key, the flag(s) that set it (RawOptions field, spelling), its variables, the value shown
 _Row = tuple[str, tuple[tuple[str, str], ...], tuple[str, ...], Callable[[Config], str]]
 _ROWS: tuple[_Row, ...] = (
-    ("model", (("model", "--model"),), ("ZCODER_MODEL",), lambda c: c.model),
+    (
+        "model",
+        (("model", "--model"), ("gguf", "--gguf")),
+        ("ZCODER_MODEL",),
+        lambda c: c.model,
+    ),
     (
         "host",
-        (("host", "--host"),),
+        (("host", "--host"), ("gguf", "--gguf")),
         ("ZCODER_HOST", "OLLAMA_HOST"),
-        lambda c: f"look for one, else {DEFAULT_HOST}" if c.autodetect else c.host,
+        lambda c: _host(c),
     ),
     (
         "api",
-        (("api", "--api"),),
+        (("api", "--api"), ("gguf", "--gguf")),
         ("ZCODER_API",),
         lambda c: c.api if c.api_given else f"{c.api} (from the host)",
     ),

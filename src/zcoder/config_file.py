@@ -214,7 +214,7 @@ class Layers:
                 relay_settings_from_env(self.env)
             except ConfigError as exc:
                 config = attrs.evolve(config, relay_problem=f"relay disabled: {self.blame(exc)}")
-        if "ZCODER_HOST" in self.from_file:
+        if "ZCODER_HOST" in self.from_file and config.gguf is None:
             host = self.env["ZCODER_HOST"]
             config = attrs.evolve(config, host_source=f"{host} (host in {self.path})")
         return config

@@ -10,6 +10,7 @@ problem the UI shows is raised as the subclass that says what failed.
 
     ZcoderError
     ├── ConfigError              a bad option or environment value (names it)
+    ├── LocalServerError         the server for --gguf FILE cannot start (says why)
     ├── ModelError               talking to the model server failed
     │   ├── ServerUnavailable    cannot connect (after the one retry)
     │   │   └── NoServerFound    no host given and none detected (says what was tried)
@@ -43,6 +44,7 @@ __all__ = [
     "FrameError",
     "IncompleteStream",
     "InvalidEntry",
+    "LocalServerError",
     "MalformedStream",
     "ModelError",
     "ModelHTTPError",
@@ -76,6 +78,11 @@ class ConfigError(ZcoderError):
     def __init__(self, option: str, message: str) -> None:
         super().__init__(f"{option}: {message}")
         self.option = option
+
+
+class LocalServerError(ZcoderError):
+    """The model server zcoder starts for ``--gguf FILE`` cannot start: the extra is not
+    installed, the file is not a model, or the server failed or was not ready in time."""
 
 
 class ModelError(ZcoderError):

@@ -1,0 +1,215 @@
+"""``--gguf FILE``: llama.cpp's server for that file, as a child process, for one run.
+
+``local_server(config)`` is a context manager around the whole run (both modes): with no
+``--gguf`` it yields ``config`` unchanged; with one it checks the ``local`` extra, reads the
+file's trained context, starts ``python -m zcoder.localserver.child`` (its own session, so a
+Ctrl-C at the terminal is zcoder's, not the server's) and yields ``config`` pointed at it
+exactly as ``--api openai --host URL/v1 -m NAME`` would. The child is stopped on every way
+out (SIGTERM, then SIGKILL after a grace period); should zcoder itself be killed, the child
+dies with it (see ``child``). llama.cpp's log goes to a private temporary file: a failed
+start is one line (``LocalServerError``) with the log's last line, never the log itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import IO, Any
+
+import attrs
+
+from zcoder.agent.context import DEFAULT_NUM_CTX
+from zcoder.config import Config
+from zcoder.errors import LocalServerError
+from zcoder.localserver.child import READY
+from zcoder.localserver.gguf import GgufError, read_facts
+
+__all__ = ["EXTRA_MISSING", "extra_missing", "local_server", "window_for"]
+
+EXTRA_MISSING = "--gguf needs the local extra: pip install 'zcoder[local]'"
+_GRACE = 3.0  # seconds between SIGTERM and SIGKILL
+_log = logging.getLogger(__name__)
+
+
+class _Signalled(BaseException):
+    """SIGTERM or SIGHUP while the server starts: stop it, then exit as the signal says."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def extra_missing() -> bool:
+    """True when xllamacpp (the ``local`` extra) is not installed."""
+    return importlib.util.find_spec("xllamacpp") is None
+
+
+def window_for(trained: int | None, cap: int | None) -> int:
+    """The server's ``n_ctx``: the model's trained context capped by ``--context-window``
+    (zcoder's default window when none is given or the file does not say)."""
+    limit = cap or DEFAULT_NUM_CTX
+    return min(trained, limit) if trained else limit
+
+
+@contextlib.contextmanager
+def local_server(config: Config) -> Iterator[Config]:
+    """``config`` as is, or pointed at a server started for ``config.gguf`` (stopped on
+    exit). Raises ``LocalServerError`` when it cannot start, ``KeyboardInterrupt`` on
+    Ctrl-C and ``SystemExit(128 + N)`` on SIGTERM or SIGHUP while it starts."""
+    if config.gguf is None:
+        yield config
+        return
+    if extra_missing():
+        raise LocalServerError(EXTRA_MISSING)
+    path = config.gguf
+    try:
+        facts = read_facts(path)
+    except (GgufError, OSError) as exc:
+        raise LocalServerError(f"--gguf {path}: {exc}") from None
+    n_ctx = window_for(facts.context_length, config.context_window)
+    child = _ChildServer(config, n_ctx)
+    with child as url:
+        trained = facts.context_length or "unknown"
+        note = f"started for {path.name} in {child.seconds:.1f}s, window {n_ctx} of {trained}"
+        yield attrs.evolve(config, host=f"{url}/v1", server_kind="llama.cpp", server_note=note)
+
+
+class _ChildServer:
+    """The child process: started by ``__enter__`` (which returns its URL), always stopped."""
+
+    def __init__(self, config: Config, n_ctx: int) -> None:
+        assert config.gguf is not None
+        self._argv = [
+            sys.executable,
+            "-m",
+            "zcoder.localserver.child",
+            "--model",
+            str(config.gguf),
+            "--n-ctx",
+            str(n_ctx),
+            "--alias",
+            config.model,
+            "--parent",
+            str(os.getpid()),
+        ]
+        self._deadline = config.first_token_timeout
+        self._name = config.gguf.name
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self.seconds = 0.0  # how long the start took
+
+    def __enter__(self) -> str:
+        if sys.stderr.isatty():
+            sys.stderr.write(f"zcoder: starting llama.cpp for {self._name}...\n")
+            sys.stderr.flush()
+        started = time.monotonic()
+        previous = _catch_signals()
+        try:
+            self._log = tempfile.TemporaryFile(prefix="zcoder-llama-")
+            self._proc = subprocess.Popen(
+                self._argv,
+                stdin=subprocess.PIPE,  # its end is the child's signal to go
+                stdout=subprocess.PIPE,
+                stderr=self._log,
+                start_new_session=True,  # the terminal's Ctrl-C is zcoder's to handle
+            )
+            url = self._wait_ready()
+        except _Signalled as exc:
+            self.close()
+            raise SystemExit(128 + exc.signum) from None
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        self.seconds = time.monotonic() - started
+        _log.info("llama.cpp for %s: pid %d at %s", self._name, self._proc.pid, url)
+        return url
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _wait_ready(self) -> str:
+        assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        end = time.monotonic() + self._deadline
+        seen = b""
+        while b"\n" not in seen:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise self._failed(f"not ready after {self._deadline:g}s")
+            if select.select([fd], [], [], min(left, 0.25))[0]:
+                chunk = os.read(fd, 4096)
+                if not chunk:  # the child is gone
+                    raise self._failed(f"exited ({self._proc.wait()})")
+                seen += chunk
+        line = seen.split(b"\n", 1)[0].decode(errors="replace")
+        if not line.startswith(READY + " "):
+            raise self._failed(f"said {line!r}")
+        return line.removeprefix(READY + " ").strip()
+
+    def _failed(self, what: str) -> LocalServerError:
+        last = self._last_log_line()
+        said = f": {last}" if last else ""
+        return LocalServerError(f"llama.cpp's server for {self._name} {what}{said}")
+
+    def _last_log_line(self) -> str:
+        if self._log is None:
+            return ""
+        fd = self._log.fileno()
+        size = os.fstat(fd).st_size
+        tail = os.pread(fd, min(size, 8192), max(0, size - 8192)).decode(errors="replace")
+        lines = [line.strip() for line in tail.splitlines() if line.strip()]
+        return lines[-1][:300] if lines else ""
+
+    def close(self) -> None:
+        """Stop the child (SIGTERM, SIGKILL after the grace period) and wait for it."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            for pipe in (proc.stdin, proc.stdout):
+                if pipe is not None:
+                    with contextlib.suppress(OSError):
+                        pipe.close()
+            _signal_group(proc, signal.SIGTERM)
+            try:
+                proc.wait(timeout=_GRACE)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc, signal.SIGKILL)
+                proc.wait()
+            _log.info("llama.cpp (pid %d) stopped (%s)", proc.pid, proc.returncode)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signum)  # its own session: nothing of it stays
+
+
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+
+
+def _catch_signals() -> dict[int, _Handler]:
+    """SIGTERM and SIGHUP raise ``_Signalled`` while the server starts (one that is
+    ignored, as under nohup, stays ignored); returns the handlers to put back."""
+    previous: dict[int, _Handler] = {}
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, _raise_signalled)
+    return previous
+
+
+def _raise_signalled(signum: int, frame: FrameType | None) -> None:
+    raise _Signalled(signum)

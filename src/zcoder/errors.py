@@ -11,6 +11,7 @@ problem the UI shows is raised as the subclass that says what failed.
     ZcoderError
     ├── ConfigError              a bad option or environment value (names it)
     ├── LocalServerError         the server for --gguf FILE cannot start (says why)
+    │   └── NotGguf              the file's GGUF metadata cannot be read
     ├── ModelError               talking to the model server failed
     │   ├── ServerUnavailable    cannot connect (after the one retry)
     │   │   └── NoServerFound    no host given and none detected (says what was tried)
@@ -49,6 +50,7 @@ __all__ = [
     "ModelError",
     "ModelHTTPError",
     "NoServerFound",
+    "NotGguf",
     "Rejected",
     "RelayError",
     "RelayTransportError",
@@ -83,6 +85,10 @@ class ConfigError(ZcoderError):
 class LocalServerError(ZcoderError):
     """The model server zcoder starts for ``--gguf FILE`` cannot start: the extra is not
     installed, the file is not a model, or the server failed or was not ready in time."""
+
+
+class NotGguf(LocalServerError):
+    """A ``--gguf`` file whose GGUF metadata zcoder cannot read (the message says why)."""
 
 
 class ModelError(ZcoderError):

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from zcoder.errors import NotGguf
 from zcoder.localserver import window_for
-from zcoder.localserver.gguf import GgufError, GgufFacts, read_facts
+from zcoder.localserver.gguf import GgufFacts, read_facts
 
 
 def _string(text: str) -> bytes:
@@ -63,7 +64,7 @@ def test_a_file_without_the_context_says_none(tmp_path: Path) -> None:
     ],
 )
 def test_what_is_not_a_readable_gguf_says_why(tmp_path: Path, data: bytes, problem: str) -> None:
-    with pytest.raises(GgufError, match=problem):
+    with pytest.raises(NotGguf, match=problem):
         read_facts(write(tmp_path, data))
 
 

@@ -15,7 +15,9 @@ from typing import BinaryIO
 
 import attrs
 
-__all__ = ["GgufError", "GgufFacts", "read_facts"]
+from zcoder.errors import NotGguf
+
+__all__ = ["GgufFacts", "NotGguf", "read_facts"]
 
 _MAGIC = b"GGUF"
 # type tag -> struct format of a scalar (8: string, 9: array are read apart)
@@ -23,10 +25,6 @@ _SCALARS = dict(enumerate("BbHhIif?", 0)) | {10: "Q", 11: "q", 12: "d"}
 _STRING, _ARRAY = 8, 9
 _MAX_KEY = 1 << 16
 _MAX_STRING = 1 << 28  # a chat template is kilobytes; anything this large is not metadata
-
-
-class GgufError(ValueError):
-    """The file is not a GGUF model file zcoder can read (the message says why)."""
 
 
 @attrs.frozen
@@ -39,7 +37,7 @@ class GgufFacts:
 def read_facts(path: Path) -> GgufFacts:
     """The architecture and trained context of the GGUF file at ``path``.
 
-    Raises ``GgufError`` when the file is not GGUF (or an unsupported version, or cut
+    Raises ``NotGguf`` when the file is not GGUF (or an unsupported version, or cut
     short) and ``OSError`` when it cannot be read."""
     with path.open("rb") as stream:
         return _read(_Reader(stream))
@@ -52,7 +50,7 @@ class _Reader:
     def take(self, size: int) -> bytes:
         data = self._stream.read(size)
         if len(data) != size:
-            raise GgufError("the file ends inside its metadata")
+            raise NotGguf("the file ends inside its metadata")
         return data
 
     def scalar(self, fmt: str) -> int | float | bool:
@@ -65,7 +63,7 @@ class _Reader:
     def string(self, limit: int = _MAX_STRING) -> str:
         size = self.count()
         if size > limit:
-            raise GgufError("a metadata string is implausibly long")
+            raise NotGguf("a metadata string is implausibly long")
         return self.take(size).decode("utf-8", errors="replace")
 
     def skip(self, size: int) -> None:
@@ -74,10 +72,10 @@ class _Reader:
 
 def _read(reader: _Reader) -> GgufFacts:
     if reader.take(4) != _MAGIC:
-        raise GgufError("not a GGUF file (it does not start with GGUF)")
+        raise NotGguf("not a GGUF file (it does not start with GGUF)")
     version = reader.scalar("I")
     if version not in (2, 3):
-        raise GgufError(f"GGUF version {version} is not supported (2 or 3)")
+        raise NotGguf(f"GGUF version {version} is not supported (2 or 3)")
     reader.count()  # tensors
     pairs = reader.count()
     found: dict[str, int | float | bool | str] = {}
@@ -91,7 +89,7 @@ def _read(reader: _Reader) -> GgufFacts:
             break
     arch = found.get("general.architecture")
     if not isinstance(arch, str):
-        raise GgufError("its metadata names no architecture (general.architecture)")
+        raise NotGguf("its metadata names no architecture (general.architecture)")
     length = found.get(f"{arch}.context_length")
     if isinstance(length, int) and not isinstance(length, bool) and length > 0:
         return GgufFacts(arch, length)
@@ -105,7 +103,7 @@ def _value(reader: _Reader, tag: int) -> int | float | bool | str | None:
     if tag in _SCALARS:
         return reader.scalar(_SCALARS[tag])
     if tag != _ARRAY:
-        raise GgufError(f"unknown metadata type {tag}")
+        raise NotGguf(f"unknown metadata type {tag}")
     inner, length = int(reader.scalar("I")), reader.count()
     if inner in _SCALARS:
         reader.skip(struct.calcsize(_SCALARS[inner]) * length)

@@ -30,9 +30,9 @@ import attrs
 
 from zcoder.agent.context import DEFAULT_NUM_CTX
 from zcoder.config import Config
-from zcoder.errors import LocalServerError
+from zcoder.errors import LocalServerError, NotGguf
 from zcoder.localserver.child import READY
-from zcoder.localserver.gguf import GgufError, read_facts
+from zcoder.localserver.gguf import read_facts
 
 __all__ = ["EXTRA_MISSING", "extra_missing", "local_server", "window_for"]
 
@@ -74,7 +74,7 @@ def local_server(config: Config) -> Iterator[Config]:
     path = config.gguf
     try:
         facts = read_facts(path)
-    except (GgufError, OSError) as exc:
+    except (NotGguf, OSError) as exc:
         raise LocalServerError(f"--gguf {path}: {exc}") from None
     n_ctx = window_for(facts.context_length, config.context_window)
     child = _ChildServer(config, n_ctx)

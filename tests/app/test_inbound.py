@@ -110,7 +110,7 @@ def test_an_arrival_in_hold_mode_is_held_told_and_announced() -> None:
     inbound = make("hold")
     effects = arrive(inbound, 1)
     assert effects == [
-        Tell(envelope(1), "held", "this instance holds relayed messages"),
+        Tell(envelope(1), "held", "it holds every relayed message"),
         Say(
             "Relayed message 1 from alpha (pid 101) is held: this instance holds relayed "
             "messages. /agents inbox lists it; /agents approve 1 runs it, /agents deny 1 "
@@ -151,7 +151,7 @@ def test_a_message_whose_hop_count_reached_the_bound_is_held() -> None:
     assert [type(e) for e in effects] == [Tell, Say]
     tell = effects[0]
     assert isinstance(tell, Tell) and tell.state == "held"
-    assert tell.detail == "4 relayed turns led to it (ZCODER_RELAY_MAX_HOPS is 4)"
+    assert tell.detail == "4 relayed turns led to it (it holds from 4)"
     assert inbound.skip() == frozenset({mid(2)})
 
 
@@ -166,7 +166,7 @@ def test_round_trips_hold_a_peer_that_sends_no_hop_count() -> None:
     effects = arrive(inbound, 3)
     tell = effects[0]
     assert isinstance(tell, Tell) and tell.state == "held"
-    assert tell.detail == "2 round trips with its sender since your last prompt"
+    assert tell.detail == "2 round trips with you since its user's last prompt"
     # Another sender is not bound by ALPHA's count; a hop count overrides the round trips.
     assert arrive(inbound, 4, sender=BETA) == []
     assert arrive(inbound, 5, hops=1) == []
@@ -512,8 +512,8 @@ def test_hold_mode_holds_every_waiting_message_once() -> None:
     lines, effects = inbound.set_mode("hold")
     assert inbound.mode == "hold"
     assert effects == [
-        Tell(envelope(1), "held", "this instance holds relayed messages"),
-        Tell(envelope(3), "held", "this instance holds relayed messages"),
+        Tell(envelope(1), "held", "it holds every relayed message"),
+        Tell(envelope(3), "held", "it holds every relayed message"),
     ]
     assert lines == [
         "Relayed messages are held: 3 waiting; /agents inbox lists them, "

@@ -221,8 +221,7 @@ async def test_a_held_then_denied_message_is_reported_to_its_sender(short_tmp: P
             receipts(a)[-1]
             .meta["headline"]
             .endswith(
-                'holds your message #1 "please wait" for its user: this instance holds relayed '
-                "messages"
+                'holds your message #1 "please wait" for its user: it holds every relayed message'
             )
         )
         b.backend.relay_control("deny 1")

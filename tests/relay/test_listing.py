@@ -99,3 +99,12 @@ def test_controls_are_shown_the_way_the_transcript_shows_them() -> None:
 )
 def test_shorten_middle(text: str, cells: int, path: bool, shown: str) -> None:
     assert shorten_middle(text, cells, path=path) == shown
+
+
+def test_a_model_file_is_named_by_its_file_name() -> None:
+    manifest = attrs.evolve(
+        make_manifest(Path("/r"), "4242-abcdef01", project="beta"),
+        model="/root/models/SmolLM2-135M-Instruct.Q4_1.gguf",
+    )
+    table = peer_table([Peer(manifest, "ready")])
+    assert "SmolLM2-135M-In…ruct.Q4_1.gguf" in table and "/root" not in table

@@ -710,7 +710,7 @@ def test_the_first_quit_says_which_relayed_messages_it_would_drop() -> None:
     h = run(body, backend, warmup=False)
     assert h.reason == "user"
     assert (
-        "2 accepted relayed messages have not run yet, from peer (pid 7) (2): leaving drops "
+        "2 accepted relayed messages have not run yet, from peer (pid 7): leaving drops "
         "them. /quit or Ctrl-D again to leave anyway."
     ) in flat(h.output)
 

@@ -18,6 +18,7 @@ import unicodedata
 import attrs
 
 from zcoder.relay.registry import Peer
+from zcoder.text.flat import model_file_name
 from zcoder.text.visible import escape_controls
 
 __all__ = ["NO_PEERS", "TABLE_WIDTH", "peer_record", "peer_table", "shorten_middle"]
@@ -92,7 +93,8 @@ def peer_table(peers: list[Peer], width: int = TABLE_WIDTH) -> str:
     rows: list[tuple[str, ...]] = [_HEADINGS]
     for p in peers:
         m = p.manifest
-        fields = (m.project, str(m.pid), p.shown_state, m.profile, m.model, m.instance_id)
+        model = model_file_name(m.model)  # a model file's name, not its directories
+        fields = (m.project, str(m.pid), p.shown_state, m.profile, model, m.instance_id)
         rows.append(tuple(escape_controls(f) for f in fields))
     widths = _fit_widths(rows, width)
     room = max(width - len(_INDENT), 10)

@@ -7,7 +7,7 @@ prompt). Pure, floor 1; ``ui.text.one_line`` adds the escaping of control charac
 
 from __future__ import annotations
 
-__all__ = ["one_line"]
+__all__ = ["model_file_name", "one_line"]
 
 
 def one_line(text: str, limit: int | None = None) -> str:
@@ -17,3 +17,13 @@ def one_line(text: str, limit: int | None = None) -> str:
     if limit is None or len(flat) <= limit:
         return flat
     return flat[: max(limit - 3, 0)] + "..."
+
+
+def model_file_name(name: str) -> str:
+    """A model named by its file's path (llama.cpp names the model it serves by the path it
+    was started with) as the file's name, without its directories; any other name as it
+    is. Only for showing: requests keep the full name."""
+    stripped = name.rstrip("/")
+    if "/" in stripped and stripped.lower().endswith((".gguf", ".bin", ".safetensors")):
+        return stripped.rsplit("/", 1)[-1]
+    return name

@@ -60,7 +60,9 @@ def _unfinished(unrun: list[Unrun]) -> tuple[str, str]:
 
 def _senders(unrun: list[Unrun]) -> str:
     counts = collections.Counter(u.sender for u in unrun)
-    return ", ".join(f"{who} ({n})" if n > 1 else who for who, n in counts.items())
+    if len(counts) == 1:  # "from alpha (pid 7)": the count is already said
+        return next(iter(counts))
+    return ", ".join(f"{who} ({n} messages)" if n > 1 else who for who, n in counts.items())
 
 
 class Controller:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 
+from zcoder.text.flat import model_file_name
 from zcoder.text.flat import one_line as flat
 from zcoder.text.visible import control_at, control_token
 
@@ -63,9 +64,7 @@ def model_label(name: str) -> str:
     llama.cpp names the model it serves by the path it was started with (``/opt/models/
     SmolLM2-135M-Instruct.Q4_1.gguf``), which would fill the status bar; the request keeps
     sending the full name."""
-    if "/" in name and name.rstrip("/").lower().endswith((".gguf", ".bin", ".safetensors")):
-        return one_line(name.rstrip("/").rsplit("/", 1)[-1])
-    return one_line(name)
+    return one_line(model_file_name(name))
 
 
 def shorten(text: str, width: int) -> str:

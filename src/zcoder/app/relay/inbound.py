@@ -62,11 +62,19 @@ __all__ = [
 ]
 
 INBOX_ACTIONS = ("hold", "accept", "inbox", "approve", "deny")
+# Why a message is held, as this instance's user reads it ...
 _WHY = {
     "hold": "this instance holds relayed messages",
     "unverified": "its sender's peer credentials did not verify",
     "hops": "{hops} relayed turns led to it (ZCODER_RELAY_MAX_HOPS is {max_hops})",
     "round_trips": "{max_hops} round trips with its sender since your last prompt",
+}
+# ... and as its sender reads it in the ``held`` receipt (another instance's words).
+_WHY_SENDER = {
+    "hold": "it holds every relayed message",
+    "unverified": "your peer credentials did not verify there",
+    "hops": "{hops} relayed turns led to it (it holds from {max_hops})",
+    "round_trips": "{max_hops} round trips with you since its user's last prompt",
 }
 
 
@@ -331,7 +339,7 @@ class Inbound:
             if not entry.reason:
                 entry.reason = "hold"
                 self._held += 1
-                effects.append(Tell(entry.envelope, "held", _WHY["hold"]))
+                effects.append(Tell(entry.envelope, "held", _WHY_SENDER["hold"]))
         line = (
             f"Relayed messages are held: {self._held} waiting; "
             "/agents inbox lists them, /agents approve N runs one."
@@ -427,11 +435,11 @@ class Inbound:
         return entry
 
     def _hold_effects(self, entry: _Entry) -> list[Effect]:
-        hops = entry.envelope.hops
-        n, why = entry.number, _WHY[entry.reason].format(hops=hops, max_hops=self._max_hops)
+        values = {"hops": entry.envelope.hops, "max_hops": self._max_hops}
+        n, why = entry.number, _WHY[entry.reason].format(**values)
         sender = escape_controls(sender_label(entry.envelope))
         return [
-            Tell(entry.envelope, "held", why),
+            Tell(entry.envelope, "held", _WHY_SENDER[entry.reason].format(**values)),
             Say(
                 f"Relayed message {n} from {sender} is held: {why}. /agents inbox lists it; "
                 f"/agents approve {n} runs it, /agents deny {n} drops it."

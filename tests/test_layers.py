@@ -32,6 +32,8 @@ FLOORS: dict[str, int] = {
     "zcoder.relay": 2,
     "zcoder.commands": 3,
     "zcoder.tools": 3,
+    "zcoder.mcp": 3,
+    "zcoder.mcp.config": 2,
     "zcoder.agent": 4,
     "zcoder.ui": 4,
     "zcoder.app": 5,
@@ -40,6 +42,7 @@ FLOORS: dict[str, int] = {
     "zcoder.localserver": 5,
     "zcoder.agents_cmd": 5,
     "zcoder.config_cmd": 5,
+    "zcoder.mcp_cmd": 5,
     "zcoder.cli": 6,
     "zcoder.__main__": 6,
 }

@@ -22,6 +22,11 @@ LATE = (
     "pygments.lexers",
     "pygments.plugin",
     "zcoder.agent.loop",
+    # The MCP SDK: only when a server is configured (zcoder.app.mcp_link).
+    "mcp",
+    "mcp.client.stdio",
+    "zcoder.mcp.client",
+    "anyio",
 )
 
 

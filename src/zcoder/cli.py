@@ -223,6 +223,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _agents_main(args[1:])
     if args[:1] == ["config"]:
         return _config_main(args[1:])
+    if args[:1] == ["mcp"]:
+        from zcoder.mcp_cmd import run_mcp
+
+        return run_mcp(args[1:])
     opts = parse_options(args)
     # attrs costs tens of milliseconds to import: only once --version/--help are ruled out.
     if opts.prompt == "-":

@@ -92,6 +92,7 @@ COMMANDS: tuple[Command, ...] = (
         arg_kind="text",
     ),
     Command("context", "/context", "show how full the context window is, and with what"),
+    Command("mcp", "/mcp", "list the MCP servers, their state and their tools"),
     Command("list-agents", "/list-agents", "list the other zcoder instances on this machine"),
     Command(
         "agents",
@@ -186,14 +187,19 @@ def _distance(a: str, b: str) -> int:
 def suggest(word: str, names: Sequence[str] = ()) -> str:
     """The closest of ``names`` (default: the commands, as ``/name``) to a mistyped
     ``word``, or ``""`` when none is close: ``/help``, ``/send or /sessions``. Close is a
-    prefix (``mod``) or at most two edits, fewer than the word has letters."""
+    prefix (``mod``) or at most two edits, fewer than the word has letters and at most half
+    the name's (``tmp`` is not ``/mcp``)."""
     pool = list(names) or [c.name for c in COMMANDS]
     slash = "" if names else "/"
-    scored = [(0 if n.startswith(word) else _distance(word, n), n) for n in pool]
-    limit = min(2, len(word) - 1)
-    best = min((d for d, _ in scored), default=limit + 1)
-    if best > limit:
+    scored = [
+        (d, n)
+        for n in pool
+        if (d := 0 if n.startswith(word) else _distance(word, n))
+        <= min(2, len(word) - 1, max(len(n) // 2, 1))
+    ]
+    if not scored:
         return ""
+    best = min(d for d, _ in scored)
     return " or ".join(f"{slash}{n}" for d, n in scored if d == best)
 
 

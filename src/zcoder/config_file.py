@@ -35,6 +35,7 @@ __all__ = [
     "layer_settings",
     "load_layers",
     "load_settings",
+    "read_document",
     "read_file",
 ]
 
@@ -134,9 +135,15 @@ def _parse(path: Path, data: bytes) -> dict[str, Any]:
 
 
 def _flatten(path: Path, table: dict[str, Any]) -> dict[str, Any]:
-    """``{"relay": {"max_queue": 1}}`` -> ``{"relay.max_queue": 1}``; unknown keys refused."""
+    """``{"relay": {"max_queue": 1}}`` -> ``{"relay.max_queue": 1}``; unknown keys refused.
+    The ``[mcp]`` table is not a setting: ``zcoder.mcp.config`` checks it (only its shape
+    as a table is checked here)."""
     flat: dict[str, Any] = {}
     for key, value in table.items():
+        if key == "mcp":
+            if not isinstance(value, dict):
+                raise _problem(path, "mcp: expected a table ([mcp.servers.NAME])")
+            continue
         if key == "relay" and isinstance(value, dict):
             flat.update({f"relay.{k}": v for k, v in value.items()})
         else:
@@ -173,6 +180,12 @@ def _as_text(path: Path, key: str, value: Any) -> str:
         got = type(value).__name__
         raise _problem(path, f"{key}: expected {_EXPECTED[kind]}, not {got} {value!r}")
     return text
+
+
+def read_document(path: Path) -> dict[str, Any] | None:
+    """The whole file as TOML tables, unchecked; None when there is no file."""
+    data = _read_bytes(path)
+    return None if data is None else _parse(path, data)
 
 
 def read_file(path: Path) -> dict[str, str] | None:

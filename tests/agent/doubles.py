@@ -154,6 +154,9 @@ class FakeToolbox:
         self.names = [*self.NAMES, *(("list_agents", "send_agent_message") if send else ())]
         self.calls: list[tuple[str, dict[str, Any]]] = []
 
+    def asks(self, name: str) -> str:
+        return "never"
+
     def specs(self) -> list[ToolSpec]:
         return [ToolSpec(n, f"{n} tool", dict(_SCHEMAS.get(n, _LOOSE))) for n in self.names]
 

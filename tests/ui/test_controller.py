@@ -60,6 +60,9 @@ class FakeBackend:
         self.approver: ApprovalLine | None = None
         self._scope: trio.CancelScope | None = None
 
+    def mcp_lines(self) -> list[str]:
+        return ["demo: ready"]
+
     async def run_turn(self, text: str) -> str:
         assert self.sink is not None and self.approver is not None
         self.turns.append(text)

@@ -18,16 +18,20 @@ the one command asked about: the question says so (``ApprovalRequest.a_grants``)
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Literal
 
 from zcoder.agent.parts import CallOutcome, TurnParts, refusal
 from zcoder.agent.turns import RelaySender
 from zcoder.approval.policy import (
+    DENIED_BY_POLICY,
     CommandVerdict,
     apply_answer,
     control_file,
     decide_command,
+    decide_tool_call,
     denial_text,
 )
 from zcoder.approval.questions import ApprovalRequest
@@ -88,6 +92,9 @@ class Approvals:
 
     async def check(self, call: CheckedCall) -> CallOutcome | None:
         """A refusal for ``call``, or None when it may run."""
+        asks = self._p.toolbox.asks(call.name)
+        if asks != "never":
+            return await self._tool(call, asks)
         if call.name == "run_command":
             return await self._command(call)
         if call.name == SEND:
@@ -95,6 +102,33 @@ class Approvals:
         if call.name in _WRITES and self._origin == "relay":
             return await self._write(call)
         return None
+
+    async def _tool(
+        self, call: CheckedCall, asks: Literal["always", "relayed"]
+    ) -> CallOutcome | None:
+        """A tool that asks for itself (an MCP server's): ``decide_tool_call``."""
+        config = self._p.config
+        verdict = decide_tool_call(
+            asks, policy=config.command_policy, profile=config.profile, origin=self._origin
+        )
+        if verdict == "run":
+            return None
+        if verdict == "deny":
+            return refusal(
+                f"{DENIED_BY_POLICY}; {call.name} was not called", "denied", "tools denied"
+            )
+        question = ApprovalRequest(
+            kind="tool",
+            text=json.dumps(dict(call.arguments), ensure_ascii=False, indent=1),
+            choices=("y", "n"),
+            origin=self._origin,
+            target=call.name,
+            sender=self._who,
+        )
+        self._p.sink.emit(StateChange("waiting_approval", "tool"))
+        if await self._p.approver.ask(question) == "y":
+            return None
+        return refusal(f"user denied the call of {call.name}", "denied", "denied by the user")
 
     def _control_files(self, call: CheckedCall) -> list[str]:
         config = self._p.config

@@ -20,6 +20,7 @@ import trio
 
 from zcoder.agent.agent import Agent
 from zcoder.agent.model import ModelClient
+from zcoder.app.mcp_link import McpLink
 from zcoder.app.relay.labels import SendLabels
 from zcoder.app.relay.link import RelayLink
 from zcoder.app.relay.receipts import ChangeRecorder
@@ -106,6 +107,9 @@ class AgentBackend:
         self._store = store
         self._core_tools = core_tools()
         self._toolbox = Toolbox(self._core_tools)
+        self._relay_tools: list[Tool] = []
+        self._mcp_tools: list[Tool] = []
+        self.mcp = McpLink(config.home, config.workspace, self.offer_mcp_tools)
         self.relay = RelayLink(config, runtime_dir, self._offer_relay_tools)
         # The sent list is the session's: a resumed one's is rebuilt from its transcript.
         self.relay.outbox.open_session(session.id, session.events)
@@ -129,7 +133,23 @@ class AgentBackend:
 
     def _offer_relay_tools(self, extra: Sequence[Tool]) -> None:
         """The core tools, plus the relay tools exactly while the relay is available."""
-        tools = [*self._core_tools, *extra]
+        self._relay_tools = list(extra)
+        self._set_tools()
+
+    def offer_mcp_tools(self, tools: Sequence[Tool]) -> None:
+        """The MCP servers' tools, as they are while their servers run (``McpLink``)."""
+        self._mcp_tools = list(tools)
+        self._set_tools()
+
+    async def start_mcp(self, nursery: trio.Nursery, notice: Callable[[str], None]) -> None:
+        """Start the configured MCP servers in the root nursery (returns at once)."""
+        await self.mcp.start(nursery, notice)
+
+    def mcp_lines(self) -> list[str]:
+        return self.mcp.lines()
+
+    def _set_tools(self) -> None:
+        tools = [*self._core_tools, *self._relay_tools, *self._mcp_tools]
         if self._toolbox.names() != [tool.spec.name for tool in tools]:
             self._toolbox = Toolbox(tools)
             self._agent.set_toolbox(self._toolbox)

@@ -299,6 +299,8 @@ async def _run_root(
         if problem:
             _log.warning("relay unavailable: %s", problem)
             controller.view.notice(f"Relay unavailable: {problem}")
+        # MCP servers: each in its own task of the root nursery, stopped with it.
+        await backend.start_mcp(root, controller.view.notice)
         root.start_soon(backend.peer_refresh.run)
         backend.peer_refresh.ask()  # so that the first Tab after /send has peers to offer
         await root.start(core.worker.run)

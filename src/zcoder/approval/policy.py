@@ -39,6 +39,7 @@ __all__ = [
     "command_control_files",
     "control_file",
     "decide_command",
+    "decide_tool_call",
     "denial_text",
     "guard_command",
 ]
@@ -94,6 +95,24 @@ def decide_command(
     if granted:
         return CommandVerdict("run")
     return CommandVerdict("ask", choices=_ASK_WITH_A)
+
+
+def decide_tool_call(
+    asks: Literal["always", "relayed"],
+    *,
+    policy: CommandPolicy,
+    profile: Profile,
+    origin: Origin,
+) -> Literal["run", "ask", "deny"]:
+    """A call of a tool that asks (an MCP server's): like a command, but a relayed turn
+    always asks (even under ``--yes``), and ``a`` is never offered. ``relayed`` (the
+    server's ``allow = true``) and ``--yes`` run it unasked in a local turn of the coding
+    profile (sysadmin asks every time, as for commands); ``--deny-commands`` denies it."""
+    if policy == "deny":
+        return "deny"
+    if origin == "relay" or profile == "sysadmin":
+        return "ask"
+    return "run" if asks == "relayed" or policy == "allow" else "ask"
 
 
 def apply_answer(answer: Answer, *, origin: Origin, profile: Profile) -> tuple[bool, bool]:

@@ -21,7 +21,8 @@ Answer = Literal["y", "a", "n"]
 class ApprovalRequest:
     """One question. ``kind`` is ``command`` (run_command), ``send`` (send_agent_message) or
     ``write`` (a relayed turn's write to an instruction or control file; ``text`` says which
-    files and why, one per line).
+    files and why, one per line) or ``tool`` (an MCP server's tool: ``target`` is its name,
+    ``text`` its arguments as JSON).
 
     ``choices`` lists the answers the policy allows here: ``("y", "a", "n")`` for a command
     in the coding profile, ``("y", "n")`` in sysadmin and for sends. ``a_grants`` says what
@@ -31,7 +32,7 @@ class ApprovalRequest:
     turn (``weekly-digest (pid 42302)``), empty in a local turn.
     """
 
-    kind: Literal["command", "send", "write"]
+    kind: Literal["command", "send", "write", "tool"]
     text: str
     choices: tuple[Answer, ...]
     origin: Origin = "user"

@@ -136,6 +136,8 @@ def approval_prompt(request: ApprovalRequest) -> str:
         head = f"{who} send a message to zcoder instance {escape_controls(request.target)}:"
     elif request.kind == "write":
         head = f"{who} write an instruction or control file:"
+    elif request.kind == "tool":
+        head = f"{who} call the MCP tool {escape_controls(request.target)} with:"
     else:
         head = f"{who} run a command in {escape_controls(request.cwd)}:"
     body = "\n".join(f"    {escape_controls(line)}" for line in request.text.split("\n"))
@@ -161,7 +163,7 @@ class TtyApprover:
             # Two streams: a terminal is not seekable, so one "r+" text file cannot work.
             reader = open(self._tty_path, encoding="utf-8", errors="replace")  # noqa: SIM115
         except OSError:
-            what = "command" if request.kind == "command" else "message"
+            what = {"command": "command", "tool": "tool call"}.get(request.kind, "message")
             self._err.write(
                 f"zcoder: no terminal to ask on: denied the {what} "
                 "(use --yes to allow commands without asking)\n"

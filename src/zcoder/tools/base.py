@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
 from zcoder.conversation import ToolResult
 
-__all__ = ["DEFAULT_OUTPUT_CAP", "Tool", "ToolContext", "ToolResult", "ToolSpec"]
+__all__ = ["DEFAULT_OUTPUT_CAP", "Asks", "Tool", "ToolContext", "ToolResult", "ToolSpec"]
 
 DEFAULT_OUTPUT_CAP = 32768
+
+# When a tool's call asks the user first, beyond what the approvals know by the tool's name:
+# never (the built-in tools), always, or only in relayed turns (an allowed MCP server).
+Asks = Literal["never", "always", "relayed"]
 
 
 @attrs.frozen
@@ -47,7 +51,9 @@ class ToolContext:
 
 @attrs.frozen
 class Tool:
-    """A spec and the coroutine that runs it with already-validated arguments."""
+    """A spec and the coroutine that runs it with already-validated arguments; ``asks``
+    says whether its calls need the user's yes (an MCP server's tools do)."""
 
     spec: ToolSpec
     run: Callable[[Mapping[str, Any], ToolContext], Awaitable[ToolResult]]
+    asks: Asks = "never"

@@ -19,7 +19,7 @@ import attrs
 
 from zcoder.errors import ToolError, WorkspaceError
 from zcoder.tools.apply_patch import APPLY_PATCH
-from zcoder.tools.base import Tool, ToolContext, ToolResult, ToolSpec
+from zcoder.tools.base import Asks, Tool, ToolContext, ToolResult, ToolSpec
 from zcoder.tools.edit import REPLACE_TEXT, WRITE_FILE
 from zcoder.tools.finish import FINISH
 from zcoder.tools.fs import LIST_FILES, READ_FILE, READ_FILE_RANGE
@@ -111,6 +111,11 @@ class Toolbox:
 
     def names(self) -> list[str]:
         return list(self._tools)
+
+    def asks(self, name: str) -> Asks:
+        """The tool's own ``asks`` (``never`` for a tool this toolbox does not have)."""
+        tool = self._tools.get(name)
+        return "never" if tool is None else tool.asks
 
     def target_of(self, name: str, arguments: Mapping[str, Any]) -> str:
         """A short one-line target for a tool card: a path, a command, a query..."""

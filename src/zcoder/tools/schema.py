@@ -3,8 +3,11 @@
 Supported: an ``object`` with ``properties`` and ``required``; property types ``string``,
 ``integer``, ``number``, ``boolean``, ``array`` (with ``items``) and ``object``; ``enum``,
 ``minimum``/``maximum``, ``minLength``/``maxLength`` and ``default``. Keys not in
-``properties`` are refused. A JSON ``null`` for an optional argument counts as absent, since
-small models often send one instead of leaving the key out. Pure: no I/O.
+``properties`` are refused unless ``additionalProperties`` allows them (MCP servers' schemas);
+a list of types accepts any of them, and a type or keyword not known here is left to the
+tool (an MCP server checks its own arguments). A JSON ``null`` for an optional argument
+counts as absent, since small models often send one instead of leaving the key out. Pure:
+no I/O.
 """
 
 from __future__ import annotations
@@ -34,10 +37,10 @@ def check_arguments(schema: Mapping[str, Any], arguments: object) -> dict[str, A
     properties: Mapping[str, Mapping[str, Any]] = schema.get("properties", {})
     required = list(schema.get("required", ()))
     unknown = sorted(str(key) for key in arguments if key not in properties)
-    if unknown:
+    if unknown and schema.get("additionalProperties", False) is False:
         expected = ", ".join(properties) or "none"
         raise ToolError(f"unknown argument {unknown[0]!r} (expected: {expected})")
-    result: dict[str, Any] = {}
+    result: dict[str, Any] = {k: v for k, v in arguments.items() if k not in properties}
     for name, prop in properties.items():
         value = arguments.get(name)
         if value is None:
@@ -66,7 +69,19 @@ def _check_value(label: str, prop: Mapping[str, Any], value: object) -> Any:
     return value
 
 
-def _check_type(label: str, kind: str, value: object) -> object:
+def _check_type(label: str, kind: object, value: object) -> object:
+    if isinstance(kind, list):
+        if value is None and "null" in kind:
+            return value
+        for one in kind:
+            if isinstance(one, str) and one in _TYPE_NAMES and _is_type(one, value):
+                return _check_type(label, one, value)
+        if not any(isinstance(one, str) and one in _TYPE_NAMES for one in kind):
+            return value
+        expected = " or ".join(_TYPE_NAMES.get(str(one), str(one)) for one in kind)
+        raise ToolError(f"{label} must be {expected}, got {_describe(value)}")
+    if not isinstance(kind, str) or kind not in _TYPE_NAMES:
+        return value  # "null" or a type this checker does not know: the tool decides
     if kind == "integer" and isinstance(value, float) and value.is_integer():
         return int(value)  # JSON Schema counts 3.0 as an integer
     if _is_type(kind, value):

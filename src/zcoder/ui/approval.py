@@ -150,7 +150,7 @@ class ApprovalLine:
             self._print_full(full_text(request, width))
         top = max(room - 1, 2) // 2
         bottom = max(max(room - 1, 2) - top, 1)
-        noun = "message" if request.kind == "send" else "command"
+        noun = _NOUNS.get(request.kind, "command")
         hidden = len(rows) - top - bottom
         unit = "lines" if len(rows) == request.text.count("\n") + 1 else "rows"
         where = "printed above" if self._print_full is not None else "not shown"
@@ -160,6 +160,9 @@ class ApprovalLine:
         ]
         kept = [*rows[:top], marker, *rows[-bottom:]]
         return [*head, *[f for row in kept for f in row], *choices]
+
+
+_NOUNS = {"send": "message", "tool": "call"}
 
 
 def count_rows(fragments: StyleAndTextTuples, width: int) -> int:
@@ -193,7 +196,7 @@ def _text_rows(text: str, width: int) -> list[StyleAndTextTuples]:
 
 def full_text(request: ApprovalRequest, width: int = 100) -> StyleAndTextTuples:
     """The whole text of a question too long for the screen, for the scrollback."""
-    noun = "message" if request.kind == "send" else "command"
+    noun = _NOUNS.get(request.kind, "command")
     lines = request.text.count("\n") + 1
     head = f"The whole {noun} of the question below ({lines} lines):\n"
     body = [f for row in _text_rows(request.text, width) for f in row]
@@ -215,6 +218,8 @@ def _head(request: ApprovalRequest, width: int = 100) -> StyleAndTextTuples:
         head = f"{who} wants to send a message to {one_line(request.target)}:"
     elif request.kind == "write":
         head = f"{who} wants to write an instruction or control file:"
+    elif request.kind == "tool":
+        head = f"{who} wants to call the MCP tool {one_line(request.target)} with:"
     else:
         where = f" in {one_line(request.cwd)}" if request.cwd else ""
         head = f"{who} wants to run this command{where}:"

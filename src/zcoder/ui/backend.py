@@ -103,6 +103,10 @@ class Backend(Protocol):
         """``/context``: the window, who set it, and what fills it."""
         ...
 
+    def mcp_lines(self) -> list[str]:
+        """``/mcp``: each configured MCP server, its state, and its tools."""
+        ...
+
     def relay_waits_for_model(self) -> bool:
         """Relayed messages wait because their turn could not reach the model; they run
         once the model answers again (a check or warm-up that succeeds, a turn that

@@ -220,6 +220,9 @@ class SlashCommands:
             lines = await self.host.backend.context_lines()
         self._print("Context window:", lines, hang=14)
 
+    async def mcp(self, args: str = "") -> None:
+        self._print("MCP servers:", self.host.backend.mcp_lines(), hang=2)
+
     async def sessions(self, arg: str) -> None:
         rows = await self.host.backend.list_sessions()
         if not arg:
@@ -256,6 +259,7 @@ HANDLERS: dict[str, Handler] = {
     "sessions": SlashCommands.sessions,
     "compact": SlashCommands.compact,
     "context": SlashCommands.context,
+    "mcp": SlashCommands.mcp,
     "list-agents": SlashCommands.list_agents,
     "agents": SlashCommands.agents,
     "send": SlashCommands.send,

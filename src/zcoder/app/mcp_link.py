@@ -1,0 +1,70 @@
+"""The app's MCP servers: read from the config file at start-up, run in the root nursery,
+their tools offered to the agent as each server becomes ready and withdrawn when it fails.
+
+The SDK (``zcoder.mcp.client``) is imported only when an enabled server is configured. A
+malformed ``[mcp]`` table is one notice line; the rest of the app runs without MCP.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import trio
+
+from zcoder.errors import ConfigError
+from zcoder.mcp.config import ServerConfig, load_servers
+from zcoder.tools.base import Tool
+
+if TYPE_CHECKING:
+    from zcoder.mcp.client import McpHub
+
+__all__ = ["McpLink"]
+
+_log = logging.getLogger(__name__)
+_NONE = "No MCP servers are configured (zcoder mcp add NAME -- COMMAND [ARGS...])."
+
+
+class McpLink:
+    def __init__(self, home: Path, workspace: Path, offer: Callable[[list[Tool]], None]) -> None:
+        self._home = home
+        self._workspace = workspace
+        self._offer = offer
+        self._configs: Sequence[ServerConfig] = ()
+        self._problem = ""
+        self._hub: McpHub | None = None
+
+    async def start(self, nursery: trio.Nursery, notice: Callable[[str], None]) -> None:
+        """Start the enabled servers in ``nursery`` (each in its own task); returns at once."""
+        try:
+            self._configs = load_servers(self._home)
+        except ConfigError as exc:
+            self._problem = f"MCP servers not started: {exc}"
+            notice(self._problem)
+            return
+        if not any(c.enabled for c in self._configs):
+            return
+        from zcoder.mcp.client import McpHub  # the SDK: only with a server to run
+
+        def said(line: str) -> None:
+            _log.warning("%s", line)
+            notice(line)
+
+        hub = McpHub(self._configs, cwd=self._workspace, notice=said, on_change=self._changed)
+        self._hub = hub
+        await nursery.start(hub.run)
+
+    def _changed(self) -> None:
+        if self._hub is not None:
+            self._offer(self._hub.tools())
+
+    def lines(self) -> list[str]:
+        if self._problem:
+            return [self._problem]
+        if self._hub is not None:
+            return self._hub.lines()
+        if not self._configs:
+            return [_NONE]
+        return [f"{c.name}: disabled ({c.describe()})" for c in self._configs]

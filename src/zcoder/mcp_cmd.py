@@ -1,0 +1,166 @@
+"""``zcoder mcp list|get|add|remove|enable|disable|test``: the MCP servers of the config file.
+
+``add NAME -- COMMAND [ARGS...]`` (as Claude Code spells it) or ``add NAME --url URL``;
+``--env KEY=VALUE`` (repeatable), ``--allow`` (its tools run unasked in local turns),
+``--startup-timeout SECONDS``. ``test NAME`` starts the server, lists its tools and stops it
+(the SDK is imported only there). Every change rewrites ``$ZCODER_HOME/config.toml``
+atomically, its other lines kept (``zcoder.mcp.config.save_servers``). Exit status: 0, 1
+(``test`` failed, no such server), 2 (bad usage or config).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import attrs
+
+from zcoder.config import default_home
+from zcoder.errors import ConfigError
+from zcoder.mcp.config import NAME, ServerConfig, load_servers, save_servers
+from zcoder.text.visible import escape_controls
+
+__all__ = ["run_mcp"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="zcoder mcp", description="Manage the MCP servers of the config file.")
+    sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    sub.add_parser("list", help="list the servers")
+    for action, about in (
+        ("get", "show one server"),
+        ("remove", "remove a server"),
+        ("enable", "start the server in later runs"),
+        ("disable", "keep the server configured but do not start it"),
+        ("test", "start the server, list its tools, stop it"),
+    ):
+        sub.add_parser(action, help=about).add_argument("name")
+    add = sub.add_parser("add", help="add a server: add NAME -- COMMAND [ARGS...]")
+    add.add_argument("name")
+    add.add_argument("--url", help="a Streamable HTTP server (not run yet)")
+    add.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    add.add_argument("--allow", action="store_true", help="run its tools without asking")
+    add.add_argument("--startup-timeout", type=float, metavar="SECONDS")
+    return p
+
+
+def _say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+
+
+def _line(s: ServerConfig) -> str:
+    flags = [w for w, on in (("disabled", not s.enabled), ("allowed", s.allow)) if on]
+    note = f"  [{', '.join(flags)}]" if flags else ""
+    return escape_controls(f"{s.name}: {s.describe()}{note}")
+
+
+def _find(servers: Sequence[ServerConfig], name: str) -> ServerConfig | None:
+    return next((s for s in servers if s.name == name), None)
+
+
+def _add(ns: argparse.Namespace, command: list[str], home: Path) -> int:
+    if not NAME.match(ns.name):
+        sys.stderr.write("zcoder mcp add: a server name is letters, digits, - and single _\n")
+        return 2
+    if bool(command) == bool(ns.url):
+        sys.stderr.write("zcoder mcp add: give either -- COMMAND [ARGS...] or --url URL\n")
+        return 2
+    env: dict[str, str] = {}
+    for pair in ns.env:
+        key, eq, value = pair.partition("=")
+        if not eq or not key:
+            sys.stderr.write(f"zcoder mcp add: --env {pair!r}: expected KEY=VALUE\n")
+            return 2
+        env[key] = value
+    servers = load_servers(home)
+    if _find(servers, ns.name) is not None:
+        sys.stderr.write(f"zcoder mcp add: {ns.name} exists (remove it first)\n")
+        return 1
+    server = ServerConfig(
+        name=ns.name,
+        command=command[0] if command else "",
+        args=tuple(command[1:]),
+        env=env,
+        url=ns.url or "",
+        allow=ns.allow,
+    )
+    if ns.startup_timeout is not None:
+        if not ns.startup_timeout > 0:
+            sys.stderr.write("zcoder mcp add: --startup-timeout must be more than 0\n")
+            return 2
+        server = attrs.evolve(server, startup_timeout=ns.startup_timeout)
+    path = save_servers(home, (*servers, server))
+    _say(f"Added MCP server {ns.name} to {path}.")
+    return 0
+
+
+def _test(server: ServerConfig) -> int:
+    import trio
+
+    from zcoder.mcp.client import list_server_tools
+
+    found, problem = trio.run(list_server_tools, server, Path.cwd())
+    if problem:
+        sys.stderr.write(escape_controls(f"zcoder mcp test: {server.name}: {problem}") + "\n")
+        return 1
+    _say(f"{server.name}: {len(found)} tool{'s' if len(found) != 1 else ''}")
+    for name, about in found:
+        _say(escape_controls(f"  {name}  {about.splitlines()[0] if about else ''}"))
+    return 0
+
+
+def run_mcp(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
+    args = list(argv)
+    command: list[str] = []
+    if "--" in args:
+        at = args.index("--")
+        args, command = args[:at], args[at + 1 :]
+    ns = _parser().parse_args(args)
+    if command and ns.action != "add":
+        sys.stderr.write("zcoder mcp: only add takes -- COMMAND\n")
+        return 2
+    home = default_home(os.environ if env is None else env)
+    try:
+        if ns.action == "add":
+            return _add(ns, command, home)
+        servers = load_servers(home)
+        if ns.action == "list":
+            for s in servers:
+                _say(_line(s))
+            if not servers:
+                _say("No MCP servers (zcoder mcp add NAME -- COMMAND [ARGS...]).")
+            return 0
+        server = _find(servers, ns.name)
+        if server is None:
+            sys.stderr.write(escape_controls(f"zcoder mcp {ns.action}: no server {ns.name}") + "\n")
+            return 1
+        if ns.action == "get":
+            _say(_line(server))
+            for key, value in server.env.items():
+                _say(escape_controls(f"  env {key}={value}"))
+            return 0
+        if ns.action == "test":
+            return _test(server)
+        if ns.action == "remove":
+            kept = tuple(s for s in servers if s.name != ns.name)
+        else:
+            on = ns.action == "enable"
+            kept = tuple(attrs.evolve(s, enabled=on) if s is server else s for s in servers)
+        path = save_servers(home, kept)
+        done = {"remove": "Removed", "enable": "Enabled", "disable": "Disabled"}[ns.action]
+        _say(f"{done} MCP server {ns.name} in {path}.")
+        return 0
+    except ConfigError as exc:
+        sys.stderr.write(escape_controls(f"zcoder mcp: {exc}") + "\n")
+        return 2
+    except OSError as exc:
+        sys.stderr.write(f"zcoder mcp: cannot write the config file: {exc.strerror}\n")
+        return 2

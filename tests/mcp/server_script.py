@@ -1,0 +1,64 @@
+"""A real stdio MCP server for the tests, built with the official SDK.
+
+Run as ``python server_script.py [MODE]``. MODE ``mute`` never answers ``initialize`` (it
+reads stdin and says nothing); anything else serves the demo tools.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+
+def _mute() -> None:
+    for _ in sys.stdin:
+        pass
+    time.sleep(3600)
+
+
+def main() -> None:
+    if sys.argv[1:] == ["mute"]:
+        _mute()
+        return
+    import anyio
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("demo")
+
+    @server.tool()
+    def add(a: int, b: int) -> str:
+        """Add two integers."""
+        return str(a + b)
+
+    @server.tool()
+    def fail(reason: str) -> str:
+        """Always fails with the given reason."""
+        raise ValueError(reason)
+
+    @server.tool()
+    async def slow(seconds: float) -> str:
+        """Sleep, then answer."""
+        await anyio.sleep(seconds)
+        return "slept"
+
+    @server.tool()
+    def huge() -> str:
+        """A result of one megabyte."""
+        return "x" * (1 << 20)
+
+    @server.tool()
+    def crash() -> str:
+        """The server process dies mid-call."""
+        os._exit(3)
+
+    @server.tool()
+    def env(name: str) -> str:
+        """The value of an environment variable."""
+        return os.environ.get(name, "(unset)")
+
+    server.run("stdio")
+
+
+if __name__ == "__main__":
+    main()

@@ -45,7 +45,7 @@ from zcoder.session.data import Session, parse_session
 pytestmark = [pytest.mark.realmodel, pytest.mark.timeout(420)]
 
 N_CTX = 2048
-TASKS = 20
+TASKS = 14
 # The tasks come from several senders, as from several instances of one user.
 PER_SENDER = 5
 OUTPUT_CAP = 16  # replies stay short: the time goes into the prompts, as in the failure
@@ -272,7 +272,7 @@ def report(title: str, lines: list[str]) -> None:
         print(f"   {line}")
 
 
-async def test_twenty_relayed_tasks_pass_the_window_and_a_task_too_large_fails_alone(
+async def test_relayed_tasks_pass_the_window_and_a_task_too_large_fails_alone(
     server: LlamaServer, short_tmp: Path
 ) -> None:
     log_from = len(server.full_log())

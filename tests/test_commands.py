@@ -68,7 +68,9 @@ def test_complete_arguments() -> None:
 def test_help_lines_follow_the_registry() -> None:
     lines = help_lines()
     assert [u for u, _ in lines] == [c.usage for c in COMMANDS]
-    assert dict(lines)["/new"].endswith("(not during a turn)")
+    assert dict(lines)["/new"] == (
+        "start a new session (the current one is saved; waits for a running turn to end)"
+    )
 
 
 def test_commands_without_arguments_refuse_one() -> None:

@@ -229,4 +229,11 @@ def complete(
 
 def help_lines() -> list[tuple[str, str]]:
     """``(usage, help)`` pairs in registry order, for ``/help``."""
-    return [(c.usage, c.help + (" (not during a turn)" if c.idle_only else "")) for c in COMMANDS]
+    return [(c.usage, _idle_note(c.help) if c.idle_only else c.help) for c in COMMANDS]
+
+
+def _idle_note(text: str) -> str:
+    """An idle-only command's help, saying that it waits for a running turn (typed during
+    one, it is queued and runs after it): one parenthesis, not two in a row."""
+    note = "waits for a running turn to end"
+    return f"{text[:-1]}; {note})" if text.endswith(")") else f"{text} ({note})"

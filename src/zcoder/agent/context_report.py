@@ -23,7 +23,8 @@ def context_report(
     fixed = calibration.tokens(fixed_estimate)
     lines = [
         f"window        {window.tokens:,} tokens ({window.source}; {server_kind})",
-        f"compaction    at {budget.compact_at}% = {budget.threshold:,} tokens (--compact-at)",
+        f"compaction    at {budget.compact_at}% = {budget.threshold:,} tokens "
+        "(set by --compact-at)",
         f"in use        about {total:,} tokens ({budget.percent(total)}%), "
         f"{max(0, window.tokens - total):,} free",
         f"  system prompt and tools  {fixed:,}",

@@ -40,11 +40,13 @@ def _saved(
     *,
     profile: str = "coding",
     server: SessionServer | None = LLAMA,
+    agent_name: str = "",
 ) -> str:
     store = SessionStore(tmp_path / "zh", workspace, profile)
     session = store.create("smollm2:135m")
     session.history += [Message("user", "hi"), Message("assistant", "hello")]
     session.server = server
+    session.agent_name = agent_name
     assert store.save(session)
     store.close()
     return session.id
@@ -159,3 +161,23 @@ def test_an_unknown_id_is_left_to_the_open(tmp_path: Path, dirs: tuple[Path, Pat
     config = _config(tmp_path, ws, resume="1796142019_08288")
     assert settle_resume(config) == config
     assert find_session(tmp_path / "zh", "../x") == []
+
+
+def test_the_agent_name_comes_back_unless_one_is_given(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    ws, elsewhere = dirs
+    sid = _saved(tmp_path, ws, agent_name="alpha")
+    assert settle_resume(_config(tmp_path, elsewhere, resume=sid)).agent_name == "alpha"
+    named = _config(tmp_path, elsewhere, {"ZCODER_AGENT_NAME": "beta"}, resume=sid)
+    assert settle_resume(named).agent_name == "beta"
+    flagged = _config(tmp_path, elsewhere, resume=sid, agent_name="gamma")
+    assert settle_resume(flagged).agent_name == "gamma"
+
+
+def test_a_session_saved_before_agent_names_were_kept_resumes_without_one(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    ws, _ = dirs
+    sid = _saved(tmp_path, ws)
+    assert settle_resume(_config(tmp_path, ws, resume=sid)).agent_name == ""

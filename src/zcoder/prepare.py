@@ -28,6 +28,7 @@ import attrs
 from zcoder.config import APIS, PROFILES, Config, normalize_host
 from zcoder.errors import ConfigError, SessionError, SessionNotFound
 from zcoder.logfile import install_log
+from zcoder.relay.names import agent_name_problem
 from zcoder.session.store import Session, SessionStore, find_session
 from zcoder.text.visible import escape_controls
 
@@ -186,9 +187,13 @@ def _elsewhere(sid: str, scopes: list[tuple[str, str]]) -> str:
 
 
 def _with_session_server(config: Config, session: Session) -> Config:
-    """The session's model, and its server where no host (nor another API) was given."""
+    """The session's model and agent name, and its server where no host (nor another API)
+    was given."""
     if not config.model_flag:
         config = attrs.evolve(config, model=session.model, model_default=False)
+    name = session.agent_name
+    if not config.agent_name and name and not agent_name_problem(name):  # flag or env wins
+        config = attrs.evolve(config, agent_name=name)
     server = session.server
     if server is None or not config.autodetect or server.api not in APIS:
         return config

@@ -192,6 +192,7 @@ class FakeSession:
     events: list[TranscriptEvent] = attrs.Factory(list)
     user_requests: list[str] = attrs.Factory(list)
     server: SessionServer | None = None
+    agent_name: str = ""
 
     def record_user_prompt(self, text: str) -> None:
         self.user_requests.append(text)

@@ -50,3 +50,18 @@ def test_a_file_written_before_servers_were_kept_reads_as_unknown(tmp_path: Path
     assert again.peek(session.id).server is None
     assert again.open(session.id).server is None
     again.close()
+
+
+def test_the_agent_name_is_saved_and_changed_by_a_journal_line(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    session = store.create("m")
+    session.history += [Message("user", "hi"), Message("assistant", "hello")]
+    assert store.save(session)
+    session.agent_name = "alpha"
+    assert store.save(session)
+    store.close()
+    lines = store.dir.joinpath(f"{session.id}.json").read_text().splitlines()
+    assert json.loads(lines[1])["set"]["agent_name"] == "alpha"
+    again = _store(tmp_path)
+    assert again.open(session.id).agent_name == "alpha"
+    again.close()

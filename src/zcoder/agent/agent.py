@@ -206,6 +206,7 @@ class Agent:
                 self._served.add(self._model)
                 # Where ``--resume`` reconnects: the server that answered in the session.
                 session.server = SessionServer(host=self._config.host, api=self._config.api)
+                session.agent_name = self._config.agent_name  # what peers know it by
             # A task refused at its first step (larger than the window) never ran: the
             # model must not find it in the history either.
             refused_alone = turn.refused and bool(session.history) and session.history[-1] is task

@@ -63,6 +63,8 @@ class Session:
     user_requests: list[str] = attrs.field(factory=list)
     # Set when a model answers in it; None (a file written before it was kept) is unknown.
     server: SessionServer | None = None
+    # The --agent-name it ran under ("" none): --resume brings it back with the rest.
+    agent_name: str = ""
 
     def record_user_prompt(self, text: str) -> None:
         """Add a local user prompt to the ledger; the first non-blank one titles the session.

@@ -3,7 +3,8 @@
 Format 2 (written now): the first line is the whole session, ``{"format": 2, "id": ...}``;
 every later line is what one save added,
 ``{"add": {"history": [...], "events": [...], "user_requests": [...]}, "set": {...}}``
-(``set`` holds ``updated_at`` and a changed ``model``, ``title`` or ``server``). Lines
+(``set`` holds ``updated_at`` and a changed ``model``, ``title``, ``server`` or
+``agent_name``). Lines
 are ASCII JSON ended by ``\\n``; a last line without its ``\\n`` is a save that did not
 finish (a crash, a full disk) and is ignored, never taken as damage to what was saved
 before it. A compaction replaces the file with one snapshot line.
@@ -34,7 +35,7 @@ FORMAT_VERSION = 2
 LEGACY_FORMAT = 1
 MAX_FILE_BYTES = 64 * 1024 * 1024  # a file larger than this is refused as damaged
 _LISTS = frozenset({"history", "events", "user_requests"})
-_SETTABLE = frozenset({"model", "title", "server", "updated_at"})
+_SETTABLE = frozenset({"model", "title", "server", "agent_name", "updated_at"})
 
 
 @attrs.frozen

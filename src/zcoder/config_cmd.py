@@ -33,6 +33,14 @@ def _host(config: Config) -> str:
     return f"look for one, else {DEFAULT_HOST}" if config.autodetect else config.host
 
 
+def _api(config: Config) -> str:
+    """The API when none was given: a host without ``/v1`` is asked at start whether it
+    speaks Ollama's API or the OpenAI-compatible one, so only start-up knows."""
+    if config.autodetect or config.api == "openai":
+        return f"{config.api} (from the host)" if not config.autodetect else "found at start"
+    return "ollama, or openai if the host speaks it (checked at start)"
+
+
 # key, the flag(s) that set it (RawOptions field, spelling), its variables, the value shown
 _Row = tuple[str, tuple[tuple[str, str], ...], tuple[str, ...], Callable[[Config], str]]
 _ROWS: tuple[_Row, ...] = (
@@ -52,7 +60,7 @@ _ROWS: tuple[_Row, ...] = (
         "api",
         (("api", "--api"), ("gguf", "--gguf")),
         ("ZCODER_API",),
-        lambda c: c.api if c.api_given else f"{c.api} (from the host)",
+        lambda c: c.api if c.api_given else _api(c),
     ),
     ("api_key", (), ("ZCODER_API_KEY",), lambda c: "set" if c.api_key else "not set"),
     (

@@ -2,15 +2,17 @@
 
 ``add NAME -- COMMAND [ARGS...]`` (as Claude Code spells it) or ``add NAME --url URL``;
 ``--env KEY=VALUE`` (repeatable), ``--allow`` (its tools run unasked in local turns),
-``--startup-timeout SECONDS``. ``test NAME`` starts the server, lists its tools and stops it
-(the SDK is imported only there). Every change rewrites ``$ZCODER_HOME/config.toml``
-atomically, its other lines kept (``zcoder.mcp.config.save_servers``). Exit status: 0, 1
-(``test`` failed, no such server), 2 (bad usage or config).
+``--startup-timeout SECONDS``, ``--timeout SECONDS`` (per call). ``test NAME`` starts the
+server, lists its tools and stops it (the SDK is imported only there). Every change
+rewrites ``$ZCODER_HOME/config.toml`` atomically, its other lines kept
+(``zcoder.mcp.config.save_servers``). Exit status: 0, 1 (``test`` failed, no such server),
+2 (bad usage or config).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -49,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
     add.add_argument("--allow", action="store_true", help="run its tools without asking")
     add.add_argument("--startup-timeout", type=float, metavar="SECONDS")
+    add.add_argument("--timeout", type=float, metavar="SECONDS", help="bound on each call")
     return p
 
 
@@ -97,6 +100,11 @@ def _add(ns: argparse.Namespace, command: list[str], home: Path) -> int:
             sys.stderr.write("zcoder mcp add: --startup-timeout must be more than 0\n")
             return 2
         server = attrs.evolve(server, startup_timeout=ns.startup_timeout)
+    if ns.timeout is not None:
+        if not 0 < ns.timeout < math.inf:
+            sys.stderr.write("zcoder mcp add: --timeout must be more than 0\n")
+            return 2
+        server = attrs.evolve(server, timeout=ns.timeout)
     path = save_servers(home, (*servers, server))
     _say(f"Added MCP server {ns.name} to {path}.")
     return 0

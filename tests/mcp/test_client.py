@@ -117,6 +117,22 @@ async def test_a_slow_call_is_cancelled_and_the_server_goes_on(tmp_path: Path) -
         assert (await run(box, "mcp__demo__add", tmp_path, a=1, b=1)).text == "2"
 
 
+async def test_a_call_past_the_timeout_is_a_failed_result_and_the_server_goes_on(
+    tmp_path: Path,
+) -> None:
+    async with running(tmp_path, attrs.evolve(DEMO, timeout=0.5)) as r:
+        await r.ready()
+        box = r.box()
+        start = time.monotonic()
+        result = await run(box, "mcp__demo__slow", tmp_path, seconds=60)
+        assert time.monotonic() - start < 5
+        assert not result.ok
+        assert result.text == "Error: MCP server demo did not answer mcp__demo__slow within 0.5 s"
+        assert (await run(box, "mcp__demo__slow", tmp_path, seconds=0)).text == "slept"
+        assert (await run(box, "mcp__demo__add", tmp_path, a=1, b=1)).text == "2"
+        assert r.hub.servers[0].state == "ready" and r.notices == []
+
+
 async def test_a_crash_mid_call_is_a_failed_result_and_the_tools_go(tmp_path: Path) -> None:
     async with running(tmp_path) as r:
         await r.ready()

@@ -39,6 +39,8 @@ def test_servers_are_read_and_settings_ignore_the_mcp_table(tmp_path: Path) -> N
         ('[mcp.servers.a__b]\ncommand = "x"\n', "a server name is letters"),
         ('[mcp.servers.a]\ncommand = "x"\nallow = "yes"\n', "allow: expected true or false"),
         ("[mcp]\nserver = 1\n", "mcp.server: unknown key"),
+        ('[mcp.servers.a]\ncommand = "x"\ntimeout = "9"\n', "a.timeout: expected a number"),
+        ('[mcp.servers.a]\ncommand = "x"\ntimeout = 0\n', "a.timeout: must be more than 0"),
     ],
 )
 def test_a_bad_table_is_one_line(tmp_path: Path, body: str, said: str) -> None:
@@ -67,6 +69,11 @@ def test_zcoder_mcp_add_list_test_disable_remove(
     out = capsys.readouterr().out
     assert f"demo: {sys.executable} {SCRIPT}" in out
     assert "demo: 6 tools" in out and "  mcp__demo__add  (MCP server demo) Add two" in out
+    assert run_mcp(["add", "slow", "--timeout", "0", "--", "x"], env) == 2
+    assert run_mcp(["add", "slow", "--timeout", "7.5", "--", "x"], env) == 0
+    assert load_servers(tmp_path)[1].timeout == 7.5
+    assert "timeout = 7.5" in (tmp_path / "config.toml").read_text()
+    assert run_mcp(["remove", "slow"], env) == 0
     assert run_mcp(["disable", "demo"], env) == 0
     assert load_servers(tmp_path)[0].enabled is False
     assert run_mcp(["remove", "demo"], env) == 0

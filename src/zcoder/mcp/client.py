@@ -4,7 +4,8 @@ One Trio task per server (``McpServer.run``): start the process, ``initialize`` 
 tools within the server's ``startup_timeout``, then hold the session until the server goes
 away or the task is cancelled. Each of its tools is a ``Tool`` named ``mcp__SERVER__TOOL``
 with the server's input schema; a call runs ``tools/call`` on the held session from the
-caller's task, so the caller's cancel scope (Escape) cancels it. A server that cannot start,
+caller's task, so the caller's cancel scope (Escape) cancels it, and the server's
+``timeout`` bounds it (a failed result; the server goes on). A server that cannot start,
 does not answer in time or exits is one line through ``notice`` and its tools are withdrawn
 (``on_change``); nothing it does raises into the caller's nursery. Stopping (the task's
 cancellation) closes stdin, waits briefly, then kills the process tree: the SDK's shutdown,
@@ -222,7 +223,13 @@ class McpServer:
         if session is None or self.state != "ready":
             raise ToolError(f"MCP server {self.name} is not running ({self.state})")
         try:
-            result = await session.call_tool(remote, dict(args))
+            with trio.move_on_after(self.config.timeout) as waited:
+                result = await session.call_tool(remote, dict(args))
+            if waited.cancelled_caught:
+                raise ToolError(
+                    f"MCP server {self.name} did not answer {tool_name(self.name, remote)}"
+                    f" within {self.config.timeout:g} s"
+                )
         except MCPError as exc:
             if self._lost.is_set() or session is not self._session:
                 raise ToolError(f"MCP server {self.name} stopped during the call") from None

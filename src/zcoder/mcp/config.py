@@ -3,7 +3,8 @@
 A server is ``command`` with ``args`` and ``env`` (stdio), or ``url`` (Streamable HTTP, not
 run yet: such a server is listed as failed). ``allow = true`` lets its tools run unasked in
 local turns; ``enabled = false`` keeps it configured but not started; ``startup_timeout``
-(seconds, default 10) bounds start-up, ``initialize`` and the tool list.
+(seconds, default 10) bounds start-up, ``initialize`` and the tool list; ``timeout``
+(seconds, default 120) bounds each tool call.
 
 Writing (``zcoder mcp add|remove|enable|disable``) keeps every line outside the ``[mcp...]``
 tables as it was and writes the servers after them in one canonical form (``[mcp.servers.NAME]``
@@ -28,6 +29,7 @@ from zcoder.config_file import read_document
 from zcoder.errors import ConfigError
 
 __all__ = [
+    "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_STARTUP_TIMEOUT",
     "ServerConfig",
     "load_servers",
@@ -38,8 +40,9 @@ __all__ = [
 ]
 
 DEFAULT_STARTUP_TIMEOUT = 10.0
+DEFAULT_CALL_TIMEOUT = 120.0
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*(?:_[A-Za-z0-9-]+)*$")  # no "__": it separates
-_KEYS = ("command", "args", "env", "url", "allow", "enabled", "startup_timeout")
+_KEYS = ("command", "args", "env", "url", "allow", "enabled", "startup_timeout", "timeout")
 _HEADER = re.compile(r"^\s*\[\[?\s*([^\]]*?)\s*\]\]?\s*(?:#.*)?$")
 
 
@@ -53,6 +56,7 @@ class ServerConfig:
     allow: bool = False
     enabled: bool = True
     startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
+    timeout: float = DEFAULT_CALL_TIMEOUT
 
     def describe(self) -> str:
         """The command line (or URL) as one line."""
@@ -102,11 +106,17 @@ def _one(path: Path, name: str, table: Any) -> ServerConfig:
         if not isinstance(value, bool):
             raise _bad(path, f"{where}.{key}", "expected true or false")
         flags[key] = value
-    timeout = table.get("startup_timeout", DEFAULT_STARTUP_TIMEOUT)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise _bad(path, f"{where}.startup_timeout", "expected a number of seconds")
-    if not (0 < timeout < math.inf):
-        raise _bad(path, f"{where}.startup_timeout", "must be more than 0")
+    seconds = {}
+    for key, fallback in (
+        ("startup_timeout", DEFAULT_STARTUP_TIMEOUT),
+        ("timeout", DEFAULT_CALL_TIMEOUT),
+    ):
+        number = table.get(key, fallback)
+        if isinstance(number, bool) or not isinstance(number, int | float):
+            raise _bad(path, f"{where}.{key}", "expected a number of seconds")
+        if not (0 < number < math.inf):
+            raise _bad(path, f"{where}.{key}", "must be more than 0")
+        seconds[key] = float(number)
     return ServerConfig(
         name=name,
         command=command,
@@ -115,7 +125,8 @@ def _one(path: Path, name: str, table: Any) -> ServerConfig:
         url=url,
         allow=flags["allow"],
         enabled=flags["enabled"],
-        startup_timeout=float(timeout),
+        startup_timeout=seconds["startup_timeout"],
+        timeout=seconds["timeout"],
     )
 
 
@@ -162,6 +173,8 @@ def render_servers(servers: tuple[ServerConfig, ...]) -> str:
             out.append("enabled = false")
         if s.startup_timeout != DEFAULT_STARTUP_TIMEOUT:
             out.append(f"startup_timeout = {s.startup_timeout!r}")
+        if s.timeout != DEFAULT_CALL_TIMEOUT:
+            out.append(f"timeout = {s.timeout!r}")
         if s.env:
             out.append("")
             out.append(f"[mcp.servers.{s.name}.env]")

@@ -34,6 +34,7 @@ FLOORS: dict[str, int] = {
     "zcoder.tools": 3,
     "zcoder.mcp": 3,
     "zcoder.mcp.config": 2,
+    "zcoder.mcp.project": 2,
     "zcoder.agent": 4,
     "zcoder.ui": 4,
     "zcoder.app": 5,

@@ -1,4 +1,5 @@
-"""``zcoder mcp list|get|add|remove|enable|disable|test``: the MCP servers of the config file.
+"""``zcoder mcp list|get|add|remove|enable|disable|test|trust``: the MCP servers of the config
+file, and the trust that lets a workspace's ``.mcp.json`` start its servers.
 
 ``add NAME -- COMMAND [ARGS...]`` (as Claude Code spells it) or ``add NAME --url URL``;
 ``--env KEY=VALUE`` (repeatable), ``--allow`` (its tools run unasked in local turns),
@@ -6,7 +7,9 @@
 server, lists its tools and stops it (the SDK is imported only there). Every change
 rewrites ``$ZCODER_HOME/config.toml`` atomically, its other lines kept
 (``zcoder.mcp.config.save_servers``). Exit status: 0, 1 (``test`` failed, no such server),
-2 (bad usage or config).
+2 (bad usage or config). ``trust [DIR]`` (default: the current directory) records DIR's
+``.mcp.json`` as it is now (``zcoder.mcp.project.trust_workspace``) and shows the commands it
+trusted; exit status 1 without a ``.mcp.json``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import attrs
 from zcoder.config import default_home
 from zcoder.errors import ConfigError
 from zcoder.mcp.config import NAME, ServerConfig, load_servers, save_servers
+from zcoder.mcp.project import PROJECT_FILE, trust_workspace
 from zcoder.text.visible import escape_controls
 
 __all__ = ["run_mcp"]
@@ -45,6 +49,8 @@ def _parser() -> argparse.ArgumentParser:
         ("test", "start the server, list its tools, stop it"),
     ):
         sub.add_parser(action, help=about).add_argument("name")
+    trust = sub.add_parser("trust", help="let DIR's .mcp.json start its servers")
+    trust.add_argument("dir", nargs="?", default=".", metavar="DIR")
     add = sub.add_parser("add", help="add a server: add NAME -- COMMAND [ARGS...]")
     add.add_argument("name")
     add.add_argument("--url", help="a Streamable HTTP server (not run yet)")
@@ -125,6 +131,24 @@ def _test(server: ServerConfig) -> int:
     return 0
 
 
+def _trust(home: Path, where: str) -> int:
+    workspace = Path(where).expanduser()
+    if not (workspace / PROJECT_FILE).is_file():
+        sys.stderr.write(escape_controls(f"zcoder mcp trust: no {PROJECT_FILE} in {where}") + "\n")
+        return 1
+    project = trust_workspace(home, workspace)
+    n = len(project.servers)
+    _say(
+        escape_controls(
+            f"Trusted {PROJECT_FILE} in {project.workspace}: its {n} MCP server"
+            f"{'s' if n != 1 else ''} start in later runs there, until the file changes."
+        )
+    )
+    for s in project.servers:
+        _say(escape_controls(f"  {s.name}: {s.describe()}"))
+    return 0
+
+
 def run_mcp(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     args = list(argv)
     command: list[str] = []
@@ -139,6 +163,8 @@ def run_mcp(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     try:
         if ns.action == "add":
             return _add(ns, command, home)
+        if ns.action == "trust":
+            return _trust(home, ns.dir)
         servers = load_servers(home)
         if ns.action == "list":
             for s in servers:
@@ -170,5 +196,6 @@ def run_mcp(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
         sys.stderr.write(escape_controls(f"zcoder mcp: {exc}") + "\n")
         return 2
     except OSError as exc:
-        sys.stderr.write(f"zcoder mcp: cannot write the config file: {exc.strerror}\n")
+        what = "the trust file" if ns.action == "trust" else "the config file"
+        sys.stderr.write(f"zcoder mcp: cannot write {what}: {exc.strerror}\n")
         return 2

@@ -1,7 +1,8 @@
 """A real stdio MCP server for the tests, built with the official SDK.
 
 Run as ``python server_script.py [MODE]``. MODE ``mute`` never answers ``initialize`` (it
-reads stdin and says nothing); anything else serves the demo tools.
+reads stdin and says nothing); anything else serves the demo tools. With
+``DEMO_MARKER`` in its environment it first creates that file (proof that it was started).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ def _mute() -> None:
 
 
 def main() -> None:
+    if os.environ.get("DEMO_MARKER"):
+        with open(os.environ["DEMO_MARKER"], "w"):
+            pass
     if sys.argv[1:] == ["mute"]:
         _mute()
         return

@@ -1,8 +1,12 @@
 """The app's MCP servers: read from the config file at start-up, run in the root nursery,
 their tools offered to the agent as each server becomes ready and withdrawn when it fails.
 
-The SDK (``zcoder.mcp.client``) is imported only when an enabled server is configured. A
-malformed ``[mcp]`` table is one notice line; the rest of the app runs without MCP.
+The servers are those of ``[mcp.servers.NAME]`` and, once the user has trusted it
+(``zcoder mcp trust``), those of the workspace's ``.mcp.json`` (the config file wins on a
+name clash). An untrusted (or changed) ``.mcp.json`` starts nothing and is one notice line.
+The SDK (``zcoder.mcp.client``) is imported only when an enabled server is to run. A
+malformed ``[mcp]`` table is one notice line; the rest of the app runs without MCP; a
+malformed ``.mcp.json`` is one line and the configured servers still start.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import trio
 
 from zcoder.errors import ConfigError
 from zcoder.mcp.config import ServerConfig, load_servers
+from zcoder.mcp.project import read_project
 from zcoder.tools.base import Tool
 
 if TYPE_CHECKING:
@@ -34,6 +39,7 @@ class McpLink:
         self._offer = offer
         self._configs: Sequence[ServerConfig] = ()
         self._problem = ""
+        self._project_line = ""
         self._hub: McpHub | None = None
 
     async def start(self, nursery: trio.Nursery, notice: Callable[[str], None]) -> None:
@@ -44,6 +50,7 @@ class McpLink:
             self._problem = f"MCP servers not started: {exc}"
             notice(self._problem)
             return
+        self._configs = (*self._configs, *self._project_servers(notice))
         if not any(c.enabled for c in self._configs):
             return
         from zcoder.mcp.client import McpHub  # the SDK: only with a server to run
@@ -56,15 +63,35 @@ class McpLink:
         self._hub = hub
         await nursery.start(hub.run)
 
+    def _project_servers(self, notice: Callable[[str], None]) -> tuple[ServerConfig, ...]:
+        """The trusted ``.mcp.json``'s servers whose names the config file does not use."""
+        try:
+            project = read_project(self._home, self._workspace)
+        except ConfigError as exc:
+            self._project_line = f"MCP servers of .mcp.json not started: {exc}"
+            notice(self._project_line)
+            return ()
+        if project is None or not project.servers:
+            return ()
+        if not project.trusted:
+            self._project_line = project.untrusted_line()
+            notice(self._project_line)
+            return ()
+        taken = {c.name for c in self._configs}
+        return tuple(s for s in project.servers if s.name not in taken)
+
     def _changed(self) -> None:
         if self._hub is not None:
             self._offer(self._hub.tools())
 
     def lines(self) -> list[str]:
+        return self._server_lines() + ([self._project_line] if self._project_line else [])
+
+    def _server_lines(self) -> list[str]:
         if self._problem:
             return [self._problem]
         if self._hub is not None:
             return self._hub.lines()
         if not self._configs:
-            return [_NONE]
+            return [] if self._project_line else [_NONE]
         return [f"{c.name}: disabled ({c.describe()})" for c in self._configs]

@@ -1,0 +1,145 @@
+"""A workspace's ``.mcp.json`` and the trust that lets its servers start.
+
+A project may carry ``.mcp.json`` in the format other agents read (``{"mcpServers": {"NAME":
+{"command": ..., "args": [...], "env": {...}}}}``; ``url`` for a Streamable HTTP server; other
+keys, such as ``type``, are ignored). Opening a repository must not start its programs, so
+its servers start only once the user has trusted that workspace: ``zcoder mcp trust [DIR]``
+records the workspace's canonical path and the SHA-256 of the file's bytes in
+``$ZCODER_HOME/mcp-trust.json`` (atomic write). A file whose bytes differ from the trusted
+ones is untrusted again. The bytes are read once, then hashed and parsed, so the servers
+started are those of the content that was checked.
+
+A trusted file's servers never get ``allow``: their calls always ask. Pure but for the
+files' reading and writing; floor 2.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from zcoder.atomic_write import write_file
+from zcoder.errors import ConfigError
+from zcoder.mcp.config import NAME, ServerConfig
+
+__all__ = [
+    "PROJECT_FILE",
+    "Project",
+    "read_project",
+    "trust_path",
+    "trust_workspace",
+]
+
+PROJECT_FILE = ".mcp.json"
+TRUST_FILE = "mcp-trust.json"
+
+
+@attrs.frozen
+class Project:
+    """A workspace's ``.mcp.json``: where, its servers, and whether they may start."""
+
+    workspace: Path
+    servers: tuple[ServerConfig, ...]
+    digest: str
+    trusted: bool
+
+    def untrusted_line(self) -> str:
+        n = len(self.servers)
+        return (
+            f"{PROJECT_FILE} in {self.workspace} names {n} MCP server{'s' if n != 1 else ''};"
+            f" they do not start until you trust it: zcoder mcp trust {self.workspace}"
+        )
+
+
+def trust_path(home: Path) -> Path:
+    return home / TRUST_FILE
+
+
+def _bad(path: Path, where: str, message: str) -> ConfigError:
+    return ConfigError(f"{path}: {where}" if where else str(path), message)
+
+
+def _strings(path: Path, where: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _bad(path, where, "expected a list of strings")
+    return tuple(value)
+
+
+def parse_project(path: Path, data: bytes) -> tuple[ServerConfig, ...]:
+    """The servers of a ``.mcp.json``'s bytes; ``ConfigError`` (one line) when malformed."""
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _bad(path, "", f"not JSON: {str(exc).splitlines()[0]}") from None
+    if not isinstance(document, dict):
+        raise _bad(path, "", 'expected an object ({"mcpServers": {...}})')
+    servers = document.get("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise _bad(path, "mcpServers", "expected an object")
+    out: list[ServerConfig] = []
+    for name, entry in servers.items():
+        where = f"mcpServers.{name}"
+        if not NAME.match(name):
+            raise _bad(path, where, "a server name is letters, digits, - and single _")
+        if not isinstance(entry, dict):
+            raise _bad(path, where, "expected an object")
+        command, url = entry.get("command", ""), entry.get("url", "")
+        for key, value in (("command", command), ("url", url)):
+            if not isinstance(value, str):
+                raise _bad(path, f"{where}.{key}", "expected a string")
+        if bool(command) == bool(url):
+            raise _bad(path, where, "needs exactly one of command or url")
+        env = entry.get("env", {})
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            raise _bad(path, f"{where}.env", "expected an object of strings")
+        args = _strings(path, f"{where}.args", entry.get("args", []))
+        out.append(ServerConfig(name, command=command, args=args, env=dict(env), url=url))
+    return tuple(out)
+
+
+def _trusted(home: Path) -> dict[str, str]:
+    """The trust file's ``{canonical workspace: sha256}``; empty when absent or unreadable
+    (nothing is trusted then)."""
+    try:
+        document = json.loads(trust_path(home).read_bytes())
+    except (OSError, ValueError):
+        return {}
+    workspaces = document.get("workspaces") if isinstance(document, dict) else None
+    if not isinstance(workspaces, dict):
+        return {}
+    return {k: v for k, v in workspaces.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def read_project(home: Path, workspace: Path) -> Project | None:
+    """The workspace's ``.mcp.json`` (``None`` without one) and whether its exact content
+    is trusted. ``ConfigError`` when it is malformed or unreadable."""
+    canonical = workspace.resolve()
+    path = canonical / PROJECT_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _bad(path, "", f"cannot read it: {exc.strerror}") from None
+    digest = hashlib.sha256(data).hexdigest()
+    servers = parse_project(path, data)
+    trusted = _trusted(home).get(str(canonical)) == digest
+    return Project(canonical, servers, digest, trusted)
+
+
+def trust_workspace(home: Path, workspace: Path) -> Project:
+    """Record the workspace's current ``.mcp.json`` as trusted (atomic write) and return
+    it. ``ConfigError`` when there is none or it is malformed (nothing recorded)."""
+    project = read_project(home, workspace)
+    if project is None:
+        raise ConfigError(str(workspace.resolve()), f"no {PROJECT_FILE} here")
+    workspaces = _trusted(home)
+    workspaces[str(project.workspace)] = project.digest
+    text = json.dumps({"version": 1, "workspaces": workspaces}, indent=2, sort_keys=True)
+    home.mkdir(parents=True, exist_ok=True)
+    write_file(trust_path(home), (text + "\n").encode(), sync_dir=True)
+    return attrs.evolve(project, trusted=True)

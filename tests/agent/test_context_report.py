@@ -35,3 +35,24 @@ async def test_the_report_adds_up_and_says_who_set_the_window(tmp_path: Path) ->
     assert "counted 700 prompt tokens" in lines[-1]
     fill = rig.agent.context_fill()
     assert fill is not None and fill.window == 4096 and fill.tokens == total
+
+
+async def test_each_mcp_server_gets_a_line_with_its_schemas_share(tmp_path: Path) -> None:
+    from tests.agent.doubles import FakeToolbox
+
+    box = FakeToolbox()
+    box.names += ["mcp__demo__add", "mcp__demo__echo", "mcp__files__read"]
+    rig = make_rig(tmp_path, [_counted(900)], toolbox=box, context_window=4096)
+    await rig.agent.run_turn(user("hello"))
+    lines = await rig.agent.context_lines()
+    demo = next(line for line in lines if line.startswith("  mcp demo "))
+    files = next(line for line in lines if line.startswith("  mcp files "))
+    assert demo.endswith("in 2 tools") and files.endswith("in 1 tool")
+    assert 0 < _number(lines, "mcp files") < _number(lines, "mcp demo")
+    assert _number(lines, "mcp demo") < _number(lines, "system prompt and tools")
+
+
+async def test_no_mcp_lines_without_mcp_tools(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path, [_counted(700)], context_window=4096)
+    await rig.agent.run_turn(user("hello"))
+    assert not any("mcp" in line for line in await rig.agent.context_lines())

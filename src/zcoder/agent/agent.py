@@ -271,7 +271,11 @@ class Agent:
         turn = self._turn(self._client, TurnRequest("user", "(context)"))
         turn.steps.window = await self._window()
         return context_report(
-            turn.steps.sizes(), turn.steps.fixed_estimate, self.session.history, self._client.kind
+            turn.steps.sizes(),
+            turn.steps.fixed_estimate,
+            self.session.history,
+            self._client.kind,
+            turn.rounds.tool_specs(),
         )
 
     def _note(self, text: str) -> None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from zcoder.agent.compaction import Sizes
-from zcoder.agent.context import message_tokens
+from zcoder.agent.context import Calibration, message_tokens, tools_tokens
 from zcoder.conversation import Message
 
 __all__ = ["context_report"]
@@ -14,9 +15,17 @@ _LARGEST = 3
 
 
 def context_report(
-    sizes: Sizes, fixed_estimate: int, history: Sequence[Message], server_kind: str
+    sizes: Sizes,
+    fixed_estimate: int,
+    history: Sequence[Message],
+    server_kind: str,
+    tools: Sequence[Mapping[str, Any]] = (),
 ) -> list[str]:
-    """The window and who set it, the threshold, and the parts of the next request."""
+    """The window and who set it, the threshold, and the parts of the next request.
+
+    ``tools`` are the request's tool schemas: each MCP server's (``mcp__<server>__<tool>``)
+    gets a line of its own, as the system prompt and tools part includes them.
+    """
     budget, calibration = sizes.budget, sizes.calibration
     window = budget.window
     total = sizes.prompt(history)
@@ -30,6 +39,7 @@ def context_report(
         f"  system prompt and tools  {fixed:,}",
         f"  history                  {max(0, total - fixed):,} in {len(history)} messages",
     ]
+    lines.extend(_mcp_lines(tools, calibration))
     results = sorted(
         ((calibration.part(message_tokens(m)), m.tool_name) for m in history if m.role == "tool"),
         reverse=True,
@@ -44,4 +54,19 @@ def context_report(
         )
     else:
         lines.append("measured      not yet: sizes are estimates until the server counts a request")
+    return lines
+
+
+def _mcp_lines(tools: Sequence[Mapping[str, Any]], calibration: Calibration) -> list[str]:
+    """One line a server: what its tool schemas cost, estimated like the fixed part."""
+    by_server: dict[str, list[Mapping[str, Any]]] = {}
+    for spec in tools:
+        parts = str(spec.get("function", {}).get("name", "")).split("__", 2)
+        if len(parts) == 3 and parts[0] == "mcp" and parts[1]:
+            by_server.setdefault(parts[1], []).append(spec)
+    lines = []
+    for server, specs in by_server.items():
+        tokens = calibration.part(tools_tokens(specs))
+        noun = "tool" if len(specs) == 1 else "tools"
+        lines.append(f"  mcp {server}  about {tokens:,} tokens in {len(specs)} {noun}")
     return lines

@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     trust.add_argument("dir", nargs="?", default=".", metavar="DIR")
     add = sub.add_parser("add", help="add a server: add NAME -- COMMAND [ARGS...]")
     add.add_argument("name")
-    add.add_argument("--url", help="a Streamable HTTP server (not run yet)")
+    add.add_argument("--url", help="a Streamable HTTP server (http://HOST:PORT/mcp)")
     add.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
     add.add_argument("--allow", action="store_true", help="run its tools without asking")
     add.add_argument("--startup-timeout", type=float, metavar="SECONDS")

@@ -1,7 +1,8 @@
 """A real stdio MCP server for the tests, built with the official SDK.
 
 Run as ``python server_script.py [MODE]``. MODE ``mute`` never answers ``initialize`` (it
-reads stdin and says nothing); anything else serves the demo tools. With
+reads stdin and says nothing); ``http PORT`` serves the demo tools over Streamable HTTP at ``http://127.0.0.1:PORT/mcp``;
+anything else serves them on stdio. With
 ``DEMO_MARKER`` in its environment it first creates that file (proof that it was started).
 """
 
@@ -61,7 +62,10 @@ def main() -> None:
         """The value of an environment variable."""
         return os.environ.get(name, "(unset)")
 
-    server.run("stdio")
+    if sys.argv[1:2] == ["http"]:  # Streamable HTTP on 127.0.0.1:PORT/mcp
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")
 
 
 if __name__ == "__main__":

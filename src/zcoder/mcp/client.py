@@ -22,6 +22,7 @@ import math
 import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
@@ -154,9 +155,6 @@ class McpServer:
         """Serve until cancelled; never raises but ``trio.Cancelled``."""
         if not self.config.enabled:
             return
-        if self.config.url:
-            self._fail("Streamable HTTP (url) is not supported yet")
-            return
         with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as log:
             try:
                 problem = await self._serve(log)
@@ -169,14 +167,23 @@ class McpServer:
                 said = _last_line(log)
                 self._fail(f"{problem}; stderr: {said}" if said else problem)
 
-    async def _serve(self, log: TextIO) -> str:
+    def _transport(self, log: TextIO) -> AbstractAsyncContextManager[tuple[Any, Any]]:
+        """The SDK's client transport: Streamable HTTP for a ``url``, else stdio."""
         config = self.config
+        if config.url:
+            from mcp.client.streamable_http import streamable_http_client
+
+            return streamable_http_client(config.url)
         params = StdioServerParameters(
             command=config.command, args=list(config.args), env=dict(config.env), cwd=self._cwd
         )
+        return stdio_client(params, errlog=log)
+
+    async def _serve(self, log: TextIO) -> str:
+        config = self.config
         with trio.CancelScope(deadline=trio.current_time() + config.startup_timeout) as start:
             async with (
-                stdio_client(params, errlog=log) as (read, write),
+                self._transport(log) as (read, write),
                 trio.open_nursery() as nursery,
             ):
                 to_session, from_pump = anyio.create_memory_object_stream[Any](0)

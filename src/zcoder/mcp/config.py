@@ -1,8 +1,8 @@
 """The ``[mcp.servers.NAME]`` tables of the config file: read, checked, written back.
 
-A server is ``command`` with ``args`` and ``env`` (stdio), or ``url`` (Streamable HTTP, not
-run yet: such a server is listed as failed). ``allow = true`` lets its tools run unasked in
-local turns; ``enabled = false`` keeps it configured but not started; ``startup_timeout``
+A server is ``command`` with ``args`` and ``env`` (stdio), or ``url`` (Streamable HTTP).
+``allow = true`` lets its tools run unasked in local turns; ``enabled = false`` keeps it
+configured but not started; ``startup_timeout``
 (seconds, default 10) bounds start-up, ``initialize`` and the tool list; ``timeout``
 (seconds, default 120) bounds each tool call.
 

@@ -22,7 +22,7 @@ LATE = (
     "pygments.lexers",
     "pygments.plugin",
     "zcoder.agent.loop",
-    # The MCP SDK: only when a server is configured (zcoder.app.mcp_link).
+    # The MCP SDK: only when a server is configured (zcoder.mcp.link).
     "mcp",
     "mcp.client.stdio",
     "zcoder.mcp.client",

@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from tests.mcp.test_client import SCRIPT
-from zcoder.app.mcp_link import McpLink
+from zcoder.mcp.link import McpLink
 from zcoder.mcp.project import read_project, trust_path
 from zcoder.mcp_cmd import run_mcp
 from zcoder.tools.base import Tool

@@ -20,7 +20,6 @@ import trio
 
 from zcoder.agent.agent import Agent
 from zcoder.agent.model import ModelClient
-from zcoder.app.mcp_link import McpLink
 from zcoder.app.relay.labels import SendLabels
 from zcoder.app.relay.link import RelayLink
 from zcoder.app.relay.receipts import ChangeRecorder
@@ -33,6 +32,7 @@ from zcoder.config import Config
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import SessionError
 from zcoder.live import Entry, LiveEvent, ToolState, ToolUpdate, TurnSink
+from zcoder.mcp.link import McpLink
 from zcoder.relay.targets import target_completions, target_descriptions
 from zcoder.session.store import Session, SessionStore, SessionSummary
 from zcoder.tools.base import Tool

@@ -135,6 +135,7 @@ class McpServer:
         self._session: ClientSession | None = None
         self._tools: list[Tool] = []
         self._lost = trio.Event()
+        self._settled = trio.Event()  # no longer starting: ready, failed or stopped
 
     @property
     def name(self) -> str:
@@ -143,7 +144,13 @@ class McpServer:
     def tools(self) -> list[Tool]:
         return list(self._tools) if self.state == "ready" else []
 
+    async def settled(self) -> None:
+        """Wait until the server is no longer ``starting``."""
+        if self.state == "starting":
+            await self._settled.wait()
+
     def _fail(self, problem: str) -> None:
+        self._settled.set()
         was_ready = self.state == "ready"
         self.state, self.problem = "failed", problem
         self._session, self._tools = None, []
@@ -163,6 +170,7 @@ class McpServer:
             finally:
                 if self.state == "ready":  # cancelled: a normal stop
                     self.state, self._session, self._tools = "stopped", None, []
+                self._settled.set()
             if problem:
                 said = _last_line(log)
                 self._fail(f"{problem}; stderr: {said}" if said else problem)
@@ -214,6 +222,7 @@ class McpServer:
             tools.append(Tool(spec, self._caller(t.name), asks=self._asks()))
         self._tools = tools
         self.state = "ready"
+        self._settled.set()
         self._on_change()
 
     def _asks(self) -> Literal["always", "relayed"]:
@@ -261,6 +270,11 @@ class McpHub:
 
     def tools(self) -> list[Tool]:
         return [tool for server in self.servers for tool in server.tools()]
+
+    async def settled(self) -> None:
+        """Wait until no server is starting any more."""
+        for server in self.servers:
+            await server.settled()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run every server until cancelled; started at once (servers start in the

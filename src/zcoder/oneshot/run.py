@@ -11,6 +11,12 @@ a turn that ended ``blocked``, at its step limit or stopped by loop detection (t
 not done); 2 for a ``--debug-log`` file that cannot be written; 130 on Ctrl-C (SIGINT) and
 143 on SIGTERM, after the history is made consistent and saved. The session and the log are
 set up by ``prepare_run`` (through ``prepare_or_say``), as in the interactive app.
+
+The configured MCP servers (and a trusted ``.mcp.json``'s) start as in the app
+(``zcoder.mcp.link``), before the turn: it begins once each is ready or has failed (a failure
+is one line on stderr), and they stop with the turn's nursery on every exit path. Their
+calls ask on ``/dev/tty`` like commands (refused without a terminal) unless ``allow`` or
+``--yes``.
 """
 
 from __future__ import annotations
@@ -25,12 +31,14 @@ from zcoder.agent.agent import Agent, TurnOutcome, TurnRequest
 from zcoder.agent.connect import choose_server, make_client
 from zcoder.config import Config
 from zcoder.errors import ConfigError, SessionError
+from zcoder.mcp.link import McpLink
 from zcoder.oneshot.output import Output, open_output, resume_line
 from zcoder.oneshot.terminal import TtyApprover
 from zcoder.oneshot.usage import MeteredClient
 from zcoder.prepare import PreparedRun, prepare_run, settle_resume, take_server_choice
 from zcoder.session.store import Session, SessionStore
 from zcoder.text.visible import escape_controls
+from zcoder.tools.base import Tool
 from zcoder.tools.registry import Toolbox, core_tools
 
 __all__ = ["exit_status", "resume_hint", "run_oneshot"]
@@ -118,19 +126,32 @@ async def _run(
 ) -> tuple[TurnOutcome, int]:
     assert config.prompt is not None
     caught: list[int] = []
+    core = core_tools()
     async with make_client(config) as client:
         agent = Agent(
             config=config,
             client=MeteredClient(client, output.counted),
-            toolbox=Toolbox(core_tools()),
+            toolbox=Toolbox(core),
             approver=TtyApprover(sys.stderr),
             store=store,
             session=session,
             sink=output.sink,
         )
+
+        def offer(mcp_tools: list[Tool]) -> None:
+            agent.set_toolbox(Toolbox([*core, *mcp_tools]))
+
+        mcp = McpLink(config.home, config.workspace, offer)
+        starting = trio.CancelScope()
         async with trio.open_nursery() as nursery:
-            await nursery.start(_stop_on_signals, agent, caught)
-            outcome = await agent.run_turn(TurnRequest("user", config.prompt))
+            await nursery.start(_stop_on_signals, agent, caught, starting)
+            with starting:
+                await mcp.start(nursery, output.note)
+                await mcp.settled()
+            if caught:  # Ctrl-C or SIGTERM while the servers started: no turn
+                outcome = TurnOutcome("cancelled", reached_model=False)
+            else:
+                outcome = await agent.run_turn(TurnRequest("user", config.prompt))
             nursery.cancel_scope.cancel()
     status = _SIGNAL_STATUS[signal.Signals(caught[0])] if caught else exit_status(outcome)
     return outcome, status
@@ -139,12 +160,15 @@ async def _run(
 async def _stop_on_signals(
     agent: Agent,
     caught: list[int],
+    starting: trio.CancelScope,
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Ctrl-C or SIGTERM cancels the turn like Escape does; the turn then saves and ends."""
+    """Ctrl-C or SIGTERM cancels the turn like Escape does; the turn then saves and ends.
+    Before the turn, while the MCP servers start, it cancels ``starting``."""
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         task_status.started()
         async for signum in signals:
             caught.append(signum)
+            starting.cancel()
             agent.cancel_turn()

@@ -1,5 +1,6 @@
-"""The app's MCP servers: read from the config file at start-up, run in the root nursery,
-their tools offered to the agent as each server becomes ready and withdrawn when it fails.
+"""A run's MCP servers: read from the config file at start-up, run in a nursery (the app's
+root nursery, or the one-shot turn's), their tools offered to the agent as each server
+becomes ready and withdrawn when it fails.
 
 The servers are those of ``[mcp.servers.NAME]`` and, once the user has trusted it
 (``zcoder mcp trust``), those of the workspace's ``.mcp.json`` (the config file wins on a
@@ -62,6 +63,12 @@ class McpLink:
         hub = McpHub(self._configs, cwd=self._workspace, notice=said, on_change=self._changed)
         self._hub = hub
         await nursery.start(hub.run)
+
+    async def settled(self) -> None:
+        """Wait until every started server is ready or has failed (each within its own
+        ``startup_timeout``): one-shot mode starts its turn after that."""
+        if self._hub is not None:
+            await self._hub.settled()
 
     def _project_servers(self, notice: Callable[[str], None]) -> tuple[ServerConfig, ...]:
         """The trusted ``.mcp.json``'s servers whose names the config file does not use."""

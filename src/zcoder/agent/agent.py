@@ -18,7 +18,7 @@ import trio
 
 from zcoder.agent.context import Calibration, Window, decide_window, estimate_tokens
 from zcoder.agent.context_report import context_report
-from zcoder.agent.model import ChatChunk, ChatRequest, ModelClient, ModelInfo
+from zcoder.agent.model import ChatChunk, ChatRequest, ClientWrapper, ModelClient
 from zcoder.agent.parts import Conversation, TurnParts
 from zcoder.agent.turns import OutcomeStatus, RelaySender, TurnOutcome, TurnRequest
 from zcoder.approval.questions import Approver
@@ -41,22 +41,15 @@ _log = logging.getLogger(__name__)
 _ASK_WINDOW_SECONDS = 5.0
 
 
-class _Reach:
+class _Reach(ClientWrapper):
     """A ``ModelClient`` that notes whether a chat request got a response head: only
     then can the model have acted on the turn (a failure before it ran nothing).
     ``on_reach`` is called once, at the first response head."""
 
     def __init__(self, inner: ModelClient, on_reach: Callable[[], None] | None = None) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._on_reach = on_reach
         self.reached = False
-
-    @property
-    def kind(self) -> str:
-        return self._inner.kind
-
-    async def context_length(self, model: str) -> int | None:
-        return await self._inner.context_length(model)
 
     @asynccontextmanager
     async def stream_chat(self, request: ChatRequest) -> AsyncIterator[AsyncIterator[ChatChunk]]:
@@ -65,12 +58,6 @@ class _Reach:
                 self._on_reach()
             self.reached = True
             yield chunks
-
-    async def list_models(self) -> list[ModelInfo]:
-        return await self._inner.list_models()
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
 
 class Agent:

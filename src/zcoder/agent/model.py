@@ -18,7 +18,7 @@ from zcoder.conversation import Message, ToolCall
 if TYPE_CHECKING:
     from zcoder.config import Config
 
-__all__ = ["ChatChunk", "ChatRequest", "ModelClient", "ModelInfo", "StallLimits"]
+__all__ = ["ChatChunk", "ChatRequest", "ClientWrapper", "ModelClient", "ModelInfo", "StallLimits"]
 
 # Prompt processing (and a model load) happen before the first token and can take minutes
 # on a CPU; once tokens flow, a long silence means the server is stuck.
@@ -120,3 +120,29 @@ class ModelClient(Protocol):
     async def list_models(self) -> list[ModelInfo]: ...
 
     async def aclose(self) -> None: ...
+
+
+class ClientWrapper:
+    """A ``ModelClient`` that passes everything to ``inner``: the base of the wrappers that
+    watch one thing (a subclass overrides ``stream_chat``), so each says only what it adds."""
+
+    def __init__(self, inner: ModelClient) -> None:
+        self._inner = inner
+
+    @property
+    def kind(self) -> str:
+        return self._inner.kind
+
+    async def context_length(self, model: str) -> int | None:
+        return await self._inner.context_length(model)
+
+    def stream_chat(
+        self, request: ChatRequest
+    ) -> AbstractAsyncContextManager[AsyncIterator[ChatChunk]]:
+        return self._inner.stream_chat(request)
+
+    async def list_models(self) -> list[ModelInfo]:
+        return await self._inner.list_models()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from zcoder.agent.model import ChatChunk, ChatRequest, ModelClient, ModelInfo
+from zcoder.agent.model import ChatChunk, ChatRequest, ClientWrapper, ModelClient
 
 __all__ = ["MeteredClient", "Usage"]
 
@@ -69,27 +69,14 @@ class _Counted:
         return chunk
 
 
-class MeteredClient:
+class MeteredClient(ClientWrapper):
     """A ``ModelClient`` that reports every finished reply (compaction requests too)."""
 
     def __init__(self, inner: ModelClient, on_done: Callable[[ChatChunk], None]) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._on_done = on_done
-
-    @property
-    def kind(self) -> str:
-        return self._inner.kind
-
-    async def context_length(self, model: str) -> int | None:
-        return await self._inner.context_length(model)
 
     @asynccontextmanager
     async def stream_chat(self, request: ChatRequest) -> AsyncIterator[AsyncIterator[ChatChunk]]:
         async with self._inner.stream_chat(request) as chunks:
             yield _Counted(chunks, self._on_done)
-
-    async def list_models(self) -> list[ModelInfo]:
-        return await self._inner.list_models()
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()

@@ -41,9 +41,7 @@ FLOORS: dict[str, int] = {
     "zcoder.oneshot": 5,
     "zcoder.prepare": 5,
     "zcoder.localserver": 5,
-    "zcoder.agents_cmd": 5,
-    "zcoder.config_cmd": 5,
-    "zcoder.mcp_cmd": 5,
+    "zcoder.subcommands": 5,
     "zcoder.cli": 6,
     "zcoder.__main__": 6,
 }

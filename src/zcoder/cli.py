@@ -145,10 +145,10 @@ def _agents_main(argv: Sequence[str]) -> int:
     p = _Parser(prog="zcoder agents", description="List the other live zcoder instances.")
     p.add_argument("--json", action="store_true", help="print a JSON array")
     ns = p.parse_args(list(argv))
-    from zcoder.agents_cmd import run_agents
     from zcoder.config import RawOptions
     from zcoder.config_file import layer_settings
     from zcoder.errors import ConfigError
+    from zcoder.subcommands.agents import run_agents
 
     try:  # the relay settings may come from the config file
         layers = layer_settings(RawOptions(), os.environ)
@@ -164,7 +164,7 @@ def _config_main(argv: Sequence[str]) -> int:
     p.description = "Print the effective settings (with these options) and where each came from."
     p.epilog = None
     opts = _raw_options(p.parse_args(list(argv)))
-    from zcoder.config_cmd import run_config
+    from zcoder.subcommands.config import run_config
 
     return run_config(opts, os.environ)
 
@@ -224,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[:1] == ["config"]:
         return _config_main(args[1:])
     if args[:1] == ["mcp"]:
-        from zcoder.mcp_cmd import run_mcp
+        from zcoder.subcommands.mcp import run_mcp
 
         return run_mcp(args[1:])
     opts = parse_options(args)

@@ -11,7 +11,7 @@ from tests.mcp.test_client import SCRIPT
 from zcoder.config_file import read_file
 from zcoder.errors import ConfigError
 from zcoder.mcp.config import ServerConfig, load_servers, save_servers
-from zcoder.mcp_cmd import run_mcp
+from zcoder.subcommands.mcp import run_mcp
 
 
 def write(home: Path, text: str) -> None:

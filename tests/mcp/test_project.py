@@ -13,7 +13,7 @@ import trio
 from tests.mcp.test_client import SCRIPT
 from zcoder.mcp.link import McpLink
 from zcoder.mcp.project import read_project, trust_path
-from zcoder.mcp_cmd import run_mcp
+from zcoder.subcommands.mcp import run_mcp
 from zcoder.tools.base import Tool
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.relay.helpers import PeerProcess
 from tests.relay.zsh_peer import ZshPeer
-from zcoder.agents_cmd import run_agents
+from zcoder.subcommands.agents import run_agents
 
 _REPO = Path(__file__).resolve().parents[1]
 

@@ -23,9 +23,10 @@ from a listing still names the same message later (``N`` may also be the message
 number that no longer waits is refused, never moved on to the next message.
 
 Nothing here does I/O or knows Trio. Every transition returns what it causes, as effects:
-``Tell`` (a receipt to the message's sender), ``Say`` (a line for the user), ``Settle``,
-``PutBack`` and ``Remove`` (spool operations). The relay link performs them. Its index is
-in memory, so a change costs O(1), never a read of the inbox.
+``Tell`` (a receipt to the message's sender), ``Say`` (a line for the user), ``Settle``
+and ``PutBack`` (spool operations). The relay link performs them; ``deny`` returns a
+``Remove`` that the ``/agents deny`` command performs itself, to answer at once. Its index
+is in memory, so a change costs O(1), never a read of the inbox.
 
 Longer than 400 lines on purpose: one state machine, whose transitions must be read
 together (spread over modules, the message's state would have several owners again).
@@ -128,7 +129,9 @@ class Remove:
     message_id: str
 
 
-Effect = Tell | Say | Settle | PutBack | Remove
+# What ``RelayLink.perform`` carries out. ``Remove`` is not one: ``deny`` returns it to the
+# ``/agents deny`` command, which must know at once whether the spool removed the message.
+Effect = Tell | Say | Settle | PutBack
 
 
 @attrs.define

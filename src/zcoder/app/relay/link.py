@@ -40,7 +40,6 @@ from zcoder.app.relay.inbound import (
     Effect,
     Inbound,
     PutBack,
-    Remove,
     Say,
     Settle,
     Tell,
@@ -195,8 +194,6 @@ class RelayLink:
                 self._settle(effect.claimed)
             elif isinstance(effect, PutBack):
                 shown += self.perform(self.inbound.put_back(self._put_back(effect.claimed)))
-            elif isinstance(effect, Remove):  # pragma: no cover - ``control`` performs it
-                raise ValueError("a removal is performed by the /agents deny command")
         return shown
 
     def _spool_call(self, action: str, call: Callable[[], _T]) -> _T | None:

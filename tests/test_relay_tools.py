@@ -35,6 +35,7 @@ class FakeHandle:
         self.sent: list[tuple[str, str]] = []
         self.hops: list[int] = []
         self.discover_error: Exception | None = None
+        self.numbers: dict[str, int] = {}  # what ``/agents sent`` numbers a stored message
 
     @property
     def max_message_chars(self) -> int:
@@ -52,6 +53,9 @@ class FakeHandle:
             raise self.ack
         assert self.ack is not None
         return self.ack
+
+    def sent_number(self, message_id: str) -> int | None:
+        return self.numbers.get(message_id)
 
 
 def ack(status: str, position: int | None = None) -> Ack:
@@ -137,6 +141,16 @@ async def test_send_delivers_the_literal_message_and_reports_the_exact_ack() -> 
     assert result.summary == (
         "accepted (queue position 1) by weekly-digest (pid 42302) · this peer sends no receipts"
     )
+
+
+async def test_a_stored_send_names_the_number_its_receipts_will_use() -> None:
+    handle = FakeHandle([DIGEST, PROFILES], ack("accepted", 2))
+    handle.numbers["1-2-3"] = 3
+    result = await call(handle, "send_agent_message", target_instance_id=DIGEST_ID, message="go")
+    assert result.summary.startswith("#3 accepted (queue position 2) by weekly-digest")
+    handle.ack = ack("paused")  # not stored: no number, whatever the list holds
+    result = await call(handle, "send_agent_message", target_instance_id=DIGEST_ID, message="go")
+    assert not result.summary.startswith("#")
 
 
 async def test_a_send_carries_the_turns_hop_count() -> None:

@@ -38,7 +38,7 @@ async def test_send_by_label_delivers_without_a_model_or_a_question(short_tmp: P
         await a.backend.send_message("@beta run the tests\nand fix what fails")
         label = f"beta (pid {os.getpid()}) · {b.id}"
         assert cards(a) == [
-            (label, "delivered", f"accepted (queue position 1) by beta (pid {os.getpid()})")
+            (label, "delivered", f"#1 accepted (queue position 1) by beta (pid {os.getpid()})")
         ]
         assert a.client.requests == [] and a.approver.asked == []  # no turn, no question
         assert a.backend.agent.session.history == []  # the model did not send it

@@ -61,7 +61,7 @@ def test_send_by_agent_name_reaches_the_other_instance_which_runs_it(
     a.app.wait_for("/send @reviewer", where="screen")
     a.app.send(" review the parser\r")
     a.app.wait_for(f"✓ /send reviewer (pid {b.app.app_pid})")
-    a.app.wait_for("accepted (queue position 1) by reviewer")
+    a.app.wait_for("delivered · #1 accepted (queue position 1) by reviewer")
     assert a.fake.chat_requests() == []  # no model turn, no question on A
 
     b.app.wait_for(f"⇄ relayed from alpha (pid {a.app.app_pid}, {a.workspace})")

@@ -63,6 +63,11 @@ class RelayHandle(Protocol):
         for a person's prompt or ``/send``); its ack, or ``RelayError``."""
         ...
 
+    def sent_number(self, message_id: str) -> int | None:
+        """A stored message's number in ``/agents sent`` (its receipts name it ``#N``);
+        ``None`` when this instance keeps no such list."""
+        ...
+
 
 def _record(peer: Peer) -> dict[str, Any]:
     m = peer.manifest
@@ -267,6 +272,9 @@ async def send_to(handle: RelayHandle, peer: Peer, message: str, hops: int = 0) 
     result = _ack_result(ack, peer)
     if not ack.stored:
         return result
+    number = handle.sent_number(ack.message_id)
+    if number is not None:  # the number its receipts and ``/agents sent`` will name it by
+        result = attrs.evolve(result, summary=f"#{number} {result.summary}")
     m = peer.manifest  # the card keeps what the outbox needs when the session is resumed
     target = f"{escape_controls(m.project)} (pid {m.pid})"
     meta = card_meta(ack.message_id, m.instance_id, target, message, receipts=bool(ack.receipts))

@@ -481,6 +481,11 @@ class RelayLink:
         self.outbox.record(envelope, ack, f"{escape_controls(m.project)} (pid {m.pid})")
         return ack
 
+    def sent_number(self, message_id: str) -> int | None:
+        """A stored message's number in ``/agents sent`` (``RelayHandle.sent_number``)."""
+        sent = self.outbox.outbox.get(message_id)
+        return None if sent is None else sent.number
+
     def label(self, instance_id: str) -> str:
         """How a send question names its target (``TargetNames.label``)."""
         return self._names.label(instance_id)

@@ -214,7 +214,7 @@ def test_approval_is_asked_on_the_terminal(workspace: Path) -> None:
             timeout=20,
         )
         try:
-            child.expect_exact(f"The model wants to run a command in {workspace}:")
+            child.expect_exact(f"The model wants to run this command in {workspace}:")
             # the escape byte is shown, never sent to the terminal raw
             child.expect_exact("printf ran > out.txt # ^[[2J")
             child.expect_exact(

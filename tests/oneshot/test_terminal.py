@@ -35,12 +35,12 @@ def test_approval_prompt_shows_exact_text_and_choices() -> None:
         kind="command", text="rm -rf build\x1b[A", choices=("y", "n"), cwd="/w", origin="relay"
     )
     assert approval_prompt(req) == (
-        "\nA relayed task asks to run a command in /w:\n    rm -rf build^[[A\n"
+        "\nA relayed request wants to run this command in /w:\n    rm -rf build^[[A\n"
         "[y = yes, once, n = no] "
     )
-    send = ApprovalRequest(kind="send", text="hi\nthere", choices=("y", "n"), target="1-2")
+    send = ApprovalRequest(kind="send", text="hi\nthere", choices=("y", "n"), target="beta\x1b")
     assert approval_prompt(send) == (
-        "\nThe model wants to send a message to zcoder instance 1-2:\n    hi\n    there\n"
+        "\nThe model wants to send a message to beta^[:\n    hi\n    there\n"
         "[y = yes, once, n = no] "
     )
 
@@ -92,7 +92,7 @@ async def test_tty_approver_reads_the_terminal() -> None:
         req = ApprovalRequest(kind="command", text="ls", choices=("y", "a", "n"), cwd="/w")
         assert await approver.ask(req) == "y"
         shown = _read_until(master, "Please answer y/a/n: ")
-        assert "run a command in /w" in shown
+        assert "run this command in /w" in shown
     finally:
         os.close(master)
         os.close(slave)

@@ -11,8 +11,10 @@ from typing import Literal, Protocol
 import attrs
 
 from zcoder.conversation import Origin
+from zcoder.text.flat import one_line
+from zcoder.text.visible import escape_controls
 
-__all__ = ["Answer", "ApprovalRequest", "Approver"]
+__all__ = ["Answer", "ApprovalRequest", "Approver", "question_head"]
 
 Answer = Literal["y", "a", "n"]
 
@@ -41,6 +43,34 @@ class ApprovalRequest:
     sender: str = ""
     # True unless told otherwise: claiming a grant that is not given errs on the safe side.
     a_grants: bool = True
+
+
+def _shown(text: str) -> str:
+    return escape_controls(one_line(text))
+
+
+def _who(request: ApprovalRequest) -> str:
+    """Who is driving: the model of a local turn, or the sender of a relayed one."""
+    if request.origin != "relay":
+        return "The model"
+    if not request.sender:
+        return "A relayed request"
+    return f"A relayed request from {_shown(request.sender)}"
+
+
+def question_head(request: ApprovalRequest) -> str:
+    """The question's first line, the same words in the app and on one-shot's terminal
+    (``The model wants to run this command in /w:``), on one line with its control
+    characters made visible."""
+    who = _who(request)
+    if request.kind == "send":
+        return f"{who} wants to send a message to {_shown(request.target)}:"
+    if request.kind == "write":
+        return f"{who} wants to write an instruction or control file:"
+    if request.kind == "tool":
+        return f"{who} wants to call the MCP tool {_shown(request.target)} with:"
+    where = f" in {_shown(request.cwd)}" if request.cwd else ""
+    return f"{who} wants to run this command{where}:"
 
 
 class Approver(Protocol):

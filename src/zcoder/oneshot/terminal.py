@@ -12,7 +12,7 @@ from typing import TextIO
 import trio
 
 from zcoder.agent.printed_calls import may_be_printed_call
-from zcoder.approval.questions import Answer, ApprovalRequest
+from zcoder.approval.questions import Answer, ApprovalRequest, question_head
 from zcoder.live import Entry, LiveEvent, TextDelta, ThinkingDelta, ToolUpdate
 from zcoder.text.visible import escape_controls
 
@@ -131,15 +131,7 @@ class StreamSink:
 
 def approval_prompt(request: ApprovalRequest) -> str:
     """The question as shown on the terminal, control characters made visible."""
-    who = "A relayed task asks to" if request.origin == "relay" else "The model wants to"
-    if request.kind == "send":
-        head = f"{who} send a message to zcoder instance {escape_controls(request.target)}:"
-    elif request.kind == "write":
-        head = f"{who} write an instruction or control file:"
-    elif request.kind == "tool":
-        head = f"{who} call the MCP tool {escape_controls(request.target)} with:"
-    else:
-        head = f"{who} run a command in {escape_controls(request.cwd)}:"
+    head = question_head(request)
     body = "\n".join(f"    {escape_controls(line)}" for line in request.text.split("\n"))
     options = {"y": "y = yes, once", "a": "a = yes to all commands of this conversation"}
     choices = [options[c] for c in request.choices if c in options] + ["n = no"]

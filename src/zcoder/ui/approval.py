@@ -18,10 +18,10 @@ import trio
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.utils import get_cwidth
 
-from zcoder.approval.questions import Answer, ApprovalRequest
+from zcoder.approval.questions import Answer, ApprovalRequest, question_head
 from zcoder.config import DEFAULT_APPROVAL_GUARD_MS
 from zcoder.ui.render import indent
-from zcoder.ui.text import one_line, visible
+from zcoder.ui.text import visible
 from zcoder.ui.wrap import fit, wrap_fragments, wrap_line
 
 __all__ = ["GUARD", "ApprovalLine", "count_rows", "full_text"]
@@ -203,26 +203,8 @@ def full_text(request: ApprovalRequest, width: int = 100) -> StyleAndTextTuples:
     return [("class:approval.frame", "╭ "), ("class:approval", head), *body]
 
 
-def _who(request: ApprovalRequest) -> str:
-    """Who is driving: the model of a local turn, or the sender of a relayed one."""
-    if request.origin != "relay":
-        return "The model"
-    if not request.sender:
-        return "A relayed request"
-    return f"A relayed request from {one_line(request.sender)}"
-
-
 def _head(request: ApprovalRequest, width: int = 100) -> StyleAndTextTuples:
-    who = _who(request)
-    if request.kind == "send":
-        head = f"{who} wants to send a message to {one_line(request.target)}:"
-    elif request.kind == "write":
-        head = f"{who} wants to write an instruction or control file:"
-    elif request.kind == "tool":
-        head = f"{who} wants to call the MCP tool {one_line(request.target)} with:"
-    else:
-        where = f" in {one_line(request.cwd)}" if request.cwd else ""
-        head = f"{who} wants to run this command{where}:"
+    head = question_head(request)
     # Word-wrapped inside the frame: an instance id or a path is not cut in two.
     out: StyleAndTextTuples = []
     for n, (_, row) in enumerate(wrap_line(head, max(width - 2, 10))):

@@ -315,6 +315,37 @@ def test_status_bar_names_a_model_file_without_its_directories() -> None:
     assert model_label("/m/evil\x1b.gguf") == "evil^[.gguf"
 
 
+def test_a_relayed_stop_stays_on_the_status_bar_once_the_turn_state_is_ready() -> None:
+    status = Status(model="m:1", profile="coding", title="t", relay="on", relay_queued=2)
+    status.relay_stopped, status.state = True, "stopped"  # just after the Escape
+    assert plain(render_status(status, 100)).rstrip() == (
+        " stopped  m:1 │ coding │ “t” │ relay on (2 waiting, stopped)"
+    )
+    # The next local input makes the app ready; relayed work stays stopped, and says so
+    # in the words of /agents inbox (the relay part need not repeat it).
+    status.set_state("ready")
+    bar = render_status(status, 100)
+    assert plain(bar).rstrip() == (
+        " ready · relayed work stopped  m:1 │ coding │ “t” │ relay on (2 waiting)"
+    )
+    assert styles_of(bar, "relayed work stopped") == ["class:status.stopped"]
+    narrow = plain(render_status(status, 60))  # the title, model and profile give way
+    assert len(narrow) == 60
+    assert narrow.rstrip() == " ready · relayed work stopped  relay on (2 waiting)"
+    status.warmup = "warming up"
+    assert plain(render_status(status, 100)).startswith(" warming up · relayed work stopped  ")
+    status.warmup = ""
+    status.set_state("thinking")  # a local turn runs: the relay part says it
+    assert plain(render_status(status, 100)).rstrip() == (
+        " thinking  m:1 │ coding │ “t” │ relay on (2 waiting, stopped)"
+    )
+    status.relay_queued = 0  # the last one denied: a new one would not start either
+    assert plain(render_status(status, 100)).rstrip().endswith("│ relay on (stopped)")
+    status.set_state("ready")
+    status.relay_stopped = False  # /agents resume
+    assert plain(render_status(status, 100)).rstrip() == " ready  m:1 │ coding │ “t” │ relay on"
+
+
 def test_status_bar_warmup_and_offline() -> None:
     status = Status(model="m", profile="coding", warmup="warming up")
     assert plain(render_status(status)).startswith(" warming up ")

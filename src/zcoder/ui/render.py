@@ -249,9 +249,10 @@ def render_event(event: TranscriptEvent, *, width: int = 100) -> StyleAndTextTup
         return [*render_tool(update, width=width), *([] if one else _tool_text(event.text, width))]
     if event.role == "relay" and meta.get("receipt"):  # a receiver's report on our message
         said = _receipt_body(event.text, bool(meta.get("changed")), width - 4)
-        head = one_line(meta.get("headline", "")).removeprefix(_RELAY_MARK) or "receipt"
+        head = one_line(meta.get("headline", f"{_RELAY_MARK}receipt"))
+        mark = _RELAY_MARK if head.startswith(_RELAY_MARK) else ""  # drawn as it was saved
         return [
-            *_marked(_RELAY_MARK, [("class:relay", head)], "class:relay", width),
+            *_marked(mark, [("class:relay", head.removeprefix(mark))], "class:relay", width),
             *(indent(said, "  │ ", "class:relay") if event.text.strip() else []),
         ]
     if event.role == "relay":
@@ -300,7 +301,7 @@ def _marked(
     under the text after the mark."""
     pad = " " * get_cwidth(mark)
     body = wrap_fragments(fragments, max(width - len(pad), 1), glue=glue)
-    return [(style, mark), *indent(body, pad)[1:]]
+    return [(style, mark), *indent(body, pad)[1:]] if mark else body
 
 
 def render_notice(text: str, role: str, width: int = 100) -> StyleAndTextTuples:

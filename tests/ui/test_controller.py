@@ -191,8 +191,9 @@ class FakeBackend:
         if self.relay_gate is not None:
             with trio.CancelScope() as self._scope:
                 await self.relay_gate.wait()
-            if self._scope.cancelled_caught:
+            if self._scope.cancelled_caught:  # like the agent: the turn's state is stopped
                 self.sink.emit(Entry(TranscriptEvent("system", "Relayed turn stopped.")))
+                self.sink.emit(StateChange("stopped"))
         return True
 
     def relay_status(self) -> tuple[str, int]:
@@ -611,7 +612,8 @@ def test_escape_on_a_relayed_turn_holds_the_waiting_relayed_messages() -> None:
         assert not h.backend.paused
         assert h.backend.turns == ["relay: first"] and h.backend.relayed == ["second"]
         await h.until(lambda: h.terminal.status.relay_stopped)
-        assert "(1 waiting, stopped)" in to_plain_text(render_status(h.terminal.status, 120))
+        bar = to_plain_text(render_status(h.terminal.status, 120))
+        assert bar.startswith(" stopped ") and "relay on (1 waiting, stopped)" in bar, bar
         h.backend.relayed.append("third")  # accepted meanwhile: waits too
         h.backend.changed()
         h.keys("local\r")  # local prompts still run while relayed work is stopped
@@ -619,10 +621,16 @@ def test_escape_on_a_relayed_turn_holds_the_waiting_relayed_messages() -> None:
         h.backend.gate.set()
         await h.until(lambda: h.turns_ended == 2)
         assert h.backend.turns == ["relay: first", "local"] and not h.controller.turn_active
+        # Ready for local input, but not for relayed work: the bar must not read as if all ran.
+        bar = to_plain_text(render_status(h.terminal.status, 120))
+        assert bar.startswith(" ready · relayed work stopped "), bar
         h.backend.relay_gate = None
         h.keys("/agents resume\r")
         await h.until(lambda: h.backend.turns[-2:] == ["relay: second", "relay: third"])
         assert not h.backend.stopped
+        await h.until(lambda: not h.controller.turn_active)
+        await h.until(lambda: not h.terminal.status.relay_stopped)
+        assert "stopped" not in to_plain_text(render_status(h.terminal.status, 120))
 
     h = run(body, backend, warmup=False)
     notice = "Relayed work stopped: 1 more relayed message waits; /agents resume runs it (new"

@@ -11,6 +11,7 @@ from tests.ui.conftest import (
     Launch,
     StartFake,
     command_response,
+    input_line,
     messages_of,
     script,
     status_line,
@@ -73,6 +74,28 @@ def test_an_emoji_is_echoed_as_typed_and_a_bidi_override_is_not(
     (request,) = wait_requests(fake, 1)
     assert messages_of(request, "user")[-1] == "me 👩‍💻 at work \u202eevil"  # sent as typed
     app.wait_for("› me 👩‍💻 at work <U+202E>evil", where="raw")
+
+
+def test_the_input_line_shows_a_pasted_bidi_override_escaped_before_enter(
+    launch: Launch, start_fake: StartFake
+) -> None:
+    fake = start_fake(script(text_response("Seen.")))
+    app = launch.zcoder(fake.url)
+    wait_ready(app)
+    typed = "pay \u202eevil\u2066 now \x1b[2J\x85 end"
+    app.send(f"\x1b[200~{typed}\x1b[201~")
+    # Not reordered on screen while it is edited: the tokens the scrollback will show.
+    shown = "› pay <U+202E>evil<U+2066> now ^[[2J<U+0085> end"
+    app.wait_until(lambda a: input_line(a).rstrip() == shown, "the escaped input line")
+    assert "\u202e".encode() not in app.raw_bytes()  # never written raw
+    app.send("!")  # the cursor is after the tokens: typing goes to the end
+    app.wait_until(lambda a: input_line(a).rstrip() == shown + "!", "the typed character")
+    app.press("enter")
+    app.wait_for("Seen.")
+    (request,) = wait_requests(fake, 1)
+    assert messages_of(request, "user")[-1] == typed + "!"  # sent as typed
+    app.wait_for(shown + "!")  # and in the scrollback just as it was in the input
+    assert "\u202e".encode() not in app.raw_bytes()
 
 
 def test_a_long_pasted_line_scrolls_and_keeps_the_prompt_visible(

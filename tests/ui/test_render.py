@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import attrs
 from prompt_toolkit.formatted_text import StyleAndTextTuples, to_plain_text
 from prompt_toolkit.utils import get_cwidth
@@ -9,13 +11,16 @@ from prompt_toolkit.utils import get_cwidth
 from zcoder.conversation import ToolResult, TranscriptEvent
 from zcoder.live import Entry, TextDelta, ThinkingDelta, ToolUpdate
 from zcoder.session.data import SessionSummary
+from zcoder.ui.agents_text import INBOX_HELP, AgentsView, agents_lines
 from zcoder.ui.backend import SessionRow
 from zcoder.ui.markdown import render_markdown, split_blocks
 from zcoder.ui.render import (
+    list_hang,
     render_block,
     render_diff,
     render_event,
     render_notice,
+    render_prose,
     render_thinking_fold,
     render_thinking_tail,
     render_tool,
@@ -232,7 +237,7 @@ def test_a_long_relay_header_wraps_at_words() -> None:
     rows = plain(render_event(TranscriptEvent("relay", "go", meta=meta), width=40)).split("\n")
     assert rows[1:4] == [
         "⇄ relayed from digest (pid 42,",
-        "/home/me/app/services/digest)",
+        "  /home/me/app/services/digest)",  # under the text after the mark
         "  │ go",
     ]
 
@@ -313,6 +318,37 @@ def test_status_bar_names_a_model_file_without_its_directories() -> None:
     assert model_label("qwen3-coder:latest") == "qwen3-coder:latest"
     assert model_label("hf.co/org/repo:Q4") == "hf.co/org/repo:Q4"  # an Ollama name, not a file
     assert model_label("/m/evil\x1b.gguf") == "evil^[.gguf"
+
+
+def test_a_relayed_stop_stays_on_the_status_bar_once_the_turn_state_is_ready() -> None:
+    status = Status(model="m:1", profile="coding", title="t", relay="on", relay_queued=2)
+    status.relay_stopped, status.state = True, "stopped"  # just after the Escape
+    assert plain(render_status(status, 100)).rstrip() == (
+        " stopped  m:1 │ coding │ “t” │ relay on (2 waiting, stopped)"
+    )
+    # The next local input makes the app ready; relayed work stays stopped, and says so
+    # in the words of /agents inbox (the relay part need not repeat it).
+    status.set_state("ready")
+    bar = render_status(status, 100)
+    assert plain(bar).rstrip() == (
+        " ready · relayed work stopped  m:1 │ coding │ “t” │ relay on (2 waiting)"
+    )
+    assert styles_of(bar, "relayed work stopped") == ["class:status.stopped"]
+    narrow = plain(render_status(status, 60))  # the title, model and profile give way
+    assert len(narrow) == 60
+    assert narrow.rstrip() == " ready · relayed work stopped  relay on (2 waiting)"
+    status.warmup = "warming up"
+    assert plain(render_status(status, 100)).startswith(" warming up · relayed work stopped  ")
+    status.warmup = ""
+    status.set_state("thinking")  # a local turn runs: the relay part says it
+    assert plain(render_status(status, 100)).rstrip() == (
+        " thinking  m:1 │ coding │ “t” │ relay on (2 waiting, stopped)"
+    )
+    status.relay_queued = 0  # the last one denied: a new one would not start either
+    assert plain(render_status(status, 100)).rstrip().endswith("│ relay on (stopped)")
+    status.set_state("ready")
+    status.relay_stopped = False  # /agents resume
+    assert plain(render_status(status, 100)).rstrip() == " ready  m:1 │ coding │ “t” │ relay on"
 
 
 def test_status_bar_warmup_and_offline() -> None:
@@ -476,8 +512,62 @@ def test_titled_blocks_hang_continuation_rows_under_the_second_column() -> None:
 
 
 def test_titled_blocks_wrap_each_line_under_its_indent() -> None:
-    out = plain(render_block("Sessions:", ["*  1. a long title here  (m; 2 messages)"], 30))
+    line = "*  1. a long title here  (m; 2 messages)"
+    out = plain(render_block("Sessions:", [line], 30))  # under the text after the number
+    assert out == "· Sessions:\n    *  1. a long title here\n          (m; 2 messages)\n"
+    out = plain(render_block("Sessions:", [line], 30, hang=0))  # a caller may say otherwise
     assert out == "· Sessions:\n    *  1. a long title here\n    (m; 2 messages)\n"
+
+
+def test_a_list_line_hangs_under_the_text_after_its_number_or_command() -> None:
+    assert list_hang("  3. queued beta · verified") == 5
+    assert list_hang("*  1. title  (m; 2 messages)") == 6
+    assert list_hang("/agents pause   refuse new relayed messages") == 16
+    assert list_hang("/agents approve N  run one") == 19
+    for not_an_item in ("socket dir /run/user/1000", "2 waiting", "/path/only", "", "3.14 s"):
+        assert list_hang(not_an_item) == 0, not_an_item
+
+
+def test_the_agents_actions_wrap_under_their_descriptions_at_60_and_100_columns() -> None:
+    view = AgentsView("on", instance_id="i1", pid=7, relay_dir=Path("/run/zr"), waiting=2)
+    lines = [*agents_lines("", view), *INBOX_HELP]
+    for width in (60, 100):
+        rows = plain(render_block(lines[0], lines[1:], width)).splitlines()
+        assert rows[:3] == [
+            "· Relay on · instance i1 · pid 7",
+            "    socket dir /run/zr",
+            "    2 waiting",
+        ]
+        assert all(get_cwidth(row) <= width for row in rows)
+        for row in rows[3:]:  # an action, or a continuation under its description
+            assert row.startswith("    /agents ") or (row.startswith(" " * 20) and row[20] != " ")
+        assert sum(row.startswith(" " * 20) for row in rows) == (6 if width == 60 else 1)
+    rows = plain(render_block(lines[0], lines[1:], 60)).splitlines()
+    assert rows[3:5] == [
+        "    /agents pause   refuse new relayed messages; those",
+        "                    already accepted wait",
+    ]
+
+
+def test_receipts_and_relayed_headers_hang_under_the_text_after_their_mark() -> None:
+    headline = '⇄ beta (pid 7) completed your message #1 "update weeklyDigest.ts so that…"'
+    answer = "Done: both files changed.\n\n- a list item that is long enough to wrap at sixty"
+    event = TranscriptEvent("relay", answer, meta={"receipt": "completed", "headline": headline})
+    assert plain(render_event(event, width=60)).splitlines() == [
+        '⇄ beta (pid 7) completed your message #1 "update',
+        '  weeklyDigest.ts so that…"',
+        "  │ Done: both files changed.",
+        "  │ ",
+        "  │ • a list item that is long enough to wrap at sixty",
+    ]
+    assert plain(render_event(event, width=50)).splitlines()[-2:] == [
+        "  │ • a list item that is long enough to wrap at",
+        "  │   sixty",  # under the item's text, not its bullet
+    ]
+    assert plain(render_event(event, width=100)).splitlines()[0] == headline
+    failed = attrs.evolve(event, meta={"receipt": "failed", "headline": "⇄ " + "word " * 30})
+    rows = plain(render_event(failed, width=60)).splitlines()
+    assert len(rows) > 2 and all(r.startswith("  ") for r in rows[1:])
 
 
 def test_long_prompts_and_relayed_text_wrap_under_their_marks() -> None:
@@ -515,3 +605,13 @@ def test_sessions_name_a_model_file_by_its_name() -> None:
     summary = SessionSummary("1_2", "fix it", "/path/to/smollm2.gguf", 0.0, 1)
     (line,) = session_lines([SessionRow(summary, current=True)], now=60.0)
     assert line == "*  1. fix it  (smollm2.gguf; 1 message, just now)  1_2"
+
+
+def test_list_items_in_an_answer_wrap_under_their_text() -> None:
+    text = "1. numbered item that is long enough to wrap\n  - nested bullet that wraps too\n"
+    assert plain(render_prose(text, 30)).splitlines() == [
+        "1. numbered item that is long",
+        "   enough to wrap",
+        "  • nested bullet that wraps",
+        "    too",
+    ]

@@ -171,7 +171,7 @@ class Controller:
     def notice(self, text: str, role: str = "system") -> None:
         self.view.notice(text, role)
 
-    def print_block(self, title: str, lines: list[str], hang: int = 0) -> None:
+    def print_block(self, title: str, lines: list[str], hang: int | None = None) -> None:
         terminal = self.terminal
         terminal.print_above(render_block(title, lines, terminal.width(), hang=hang))
 

@@ -7,6 +7,7 @@ through ``visible``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from prompt_toolkit.formatted_text import StyleAndTextTuples
@@ -16,7 +17,7 @@ from zcoder.conversation import ToolResult, TranscriptEvent
 from zcoder.live import ToolState, ToolUpdate
 from zcoder.ui.markdown import render_markdown
 from zcoder.ui.text import one_line, shorten, visible, visible_text
-from zcoder.ui.wrap import wrap_fragments, wrap_line
+from zcoder.ui.wrap import usable_hang, wrap_fragments, wrap_hanging, wrap_line
 
 __all__ = [
     "MAX_DIFF_LINES",
@@ -24,6 +25,7 @@ __all__ = [
     "MAX_TOOL_TEXT_LINES",
     "TOOL_MARKS",
     "indent",
+    "list_hang",
     "render_block",
     "render_diff",
     "render_event",
@@ -36,6 +38,9 @@ __all__ = [
 ]
 
 MAX_DIFF_LINES = 40
+_FENCE = "class:md.fence"  # code lines: left whole
+_BULLET = "class:md.bullet"  # a list item's marker: its rows go under the text after it
+_RELAY_MARK = "⇄ "
 MAX_TOOL_TEXT_LINES = 6
 MAX_OUTPUT_LINES = 4
 # How a card names its state when the state's own name would not read well; the summary
@@ -85,7 +90,7 @@ def render_user(text: str, *, queued: bool = False, width: int = 100) -> StyleAn
 
 def render_prose(text: str, width: int) -> StyleAndTextTuples:
     """Assistant Markdown, word-wrapped at ``width`` (code lines are left whole)."""
-    return wrap_fragments(render_markdown(text), width, keep_style="class:md.fence")
+    return wrap_fragments(render_markdown(text), width, keep_style=_FENCE, hang_style=_BULLET)
 
 
 def render_diff(diff: str, max_lines: int = MAX_DIFF_LINES) -> StyleAndTextTuples:
@@ -196,7 +201,7 @@ def _relay_header(meta: Mapping[str, str]) -> str:
     pid = one_line(meta.get("pid", "?"))
     workspace = one_line(meta.get("workspace", "?"))
     flag = "" if meta.get("verified", "yes") == "yes" else " [unverified sender]"
-    return f"⇄ relayed from {project} (pid {pid}, {workspace}){flag}"
+    return f"relayed from {project} (pid {pid}, {workspace}){flag}"
 
 
 def _tool_state(value: str) -> ToolState:
@@ -219,7 +224,7 @@ def _receipt_body(text: str, changed: bool, width: int) -> StyleAndTextTuples:
     ]
     if plain:
         out.extend([*visible(plain, "class:relay.text"), ("", "\n")])
-    return wrap_fragments(out, width, keep_style="class:md.fence")
+    return wrap_fragments(out, width, keep_style=_FENCE, hang_style=_BULLET)
 
 
 def render_event(event: TranscriptEvent, *, width: int = 100) -> StyleAndTextTuples:
@@ -244,36 +249,59 @@ def render_event(event: TranscriptEvent, *, width: int = 100) -> StyleAndTextTup
         return [*render_tool(update, width=width), *([] if one else _tool_text(event.text, width))]
     if event.role == "relay" and meta.get("receipt"):  # a receiver's report on our message
         said = _receipt_body(event.text, bool(meta.get("changed")), width - 4)
+        head = one_line(meta.get("headline", f"{_RELAY_MARK}receipt"))
+        mark = _RELAY_MARK if head.startswith(_RELAY_MARK) else ""  # drawn as it was saved
         return [
-            *wrap_fragments([("class:relay", one_line(meta.get("headline", "⇄ receipt")))], width),
+            *_marked(mark, [("class:relay", head.removeprefix(mark))], "class:relay", width),
             *(indent(said, "  │ ", "class:relay") if event.text.strip() else []),
         ]
     if event.role == "relay":
         said = wrap_fragments(visible(event.text.rstrip("\n"), "class:relay.text"), width - 4)
         return [
             ("", "\n"),
-            *wrap_fragments([("class:relay", _relay_header(meta))], width),
+            *_marked(_RELAY_MARK, [("class:relay", _relay_header(meta))], "class:relay", width),
             *indent(said, "  │ ", "class:relay"),
         ]
     return render_notice(event.text, "error" if event.role == "error" else "system", width)
 
 
+# A list item's marker, for ``list_hang``: a number (``  3. ``, ``*  1. `` in /sessions) or a
+# command and its arguments before a gap of two or more blanks (``/agents pause   refuse``).
+_ITEM = re.compile(r"[* ]*\d+\. +(?=\S)|/\S+(?: \S+)*? {2,}(?=\S)")
+
+
+def list_hang(line: str) -> int:
+    """How far a list line's continuation rows go in: under the text after its number or
+    command, or 0 (not a list item)."""
+    item = _ITEM.match(line)
+    return get_cwidth(item.group()) if item else 0
+
+
 def render_block(
-    title: str, lines: Sequence[str], width: int = 100, *, hang: int = 0
+    title: str, lines: Sequence[str], width: int = 100, *, hang: int | None = None
 ) -> StyleAndTextTuples:
     """A titled list (``/help``, ``/sessions``...): each line word-wrapped and indented;
-    its continuation rows ``hang`` columns further in (under a table's second column)."""
+    its continuation rows ``hang`` columns further in (under a table's second column), by
+    default under the text after the line's number or command (``list_hang``)."""
     out = render_notice(title, "system", width)
     room = max(width - 4, 10)
-    hang = hang if hang <= room // 2 else 0  # too narrow: use the whole row
     for line in lines:
         text = visible_text(line)
-        rows = wrap_line(text, room)
-        out.append(("class:system", f"    {rows[0][1]}\n"))
-        if len(rows) > 1:
-            for _, row in wrap_line(text[rows[1][0] :], room - hang):
-                out.append(("class:system", f"{' ' * (4 + hang)}{row}\n"))
+        at = list_hang(text) if hang is None else hang
+        for n, (_, row) in enumerate(wrap_hanging(text, room, at)):
+            lead = 4 + (at if n and usable_hang(room, at) else 0)
+            out.append(("class:system", f"{' ' * lead}{row}\n"))
     return out
+
+
+def _marked(
+    mark: str, fragments: StyleAndTextTuples, style: str, width: int, glue: str = ""
+) -> StyleAndTextTuples:
+    """``mark`` (in ``style``), then ``fragments`` word-wrapped, their continuation rows
+    under the text after the mark."""
+    pad = " " * get_cwidth(mark)
+    body = wrap_fragments(fragments, max(width - len(pad), 1), glue=glue)
+    return [(style, mark), *indent(body, pad)[1:]] if mark else body
 
 
 def render_notice(text: str, role: str, width: int = 100) -> StyleAndTextTuples:
@@ -281,5 +309,4 @@ def render_notice(text: str, role: str, width: int = 100) -> StyleAndTextTuples:
     `ollama serve` at the end of a long line must not be cut in the middle of a word."""
     style = f"class:{role}"
     mark = "✗ " if role == "error" else "· "
-    body = wrap_fragments(visible(text.rstrip("\n"), style), width - 2, glue="`")
-    return [(style, mark), *indent(body, "  ")[1:]]
+    return _marked(mark, visible(text.rstrip("\n"), style), style, width, glue="`")

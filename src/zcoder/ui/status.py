@@ -12,7 +12,7 @@ from prompt_toolkit.utils import get_cwidth
 from zcoder.ui.text import model_label, one_line, shorten
 from zcoder.ui.wrap import fit
 
-__all__ = ["GRANT_TEXT", "STATE_LABELS", "Status", "render_status"]
+__all__ = ["GRANT_TEXT", "RELAY_STOPPED_TEXT", "STATE_LABELS", "Status", "render_status"]
 
 STATE_LABELS = {
     "ready": "ready",
@@ -27,6 +27,10 @@ STATE_LABELS = {
 }
 _BUSY = ("thinking", "streaming", "running_tool", "waiting_approval", "compacting")
 _ELAPSED_AFTER = 1.0  # seconds before the elapsed time is worth showing
+# Beside ``ready`` while Escape keeps relayed work stopped: ``ready`` alone would read as if
+# everything ran again, though nothing relayed starts until ``/agents resume`` (the words of
+# ``/agents inbox``: "relayed work stopped: none runs until /agents resume").
+RELAY_STOPPED_TEXT = "relayed work stopped"
 
 
 @attrs.define
@@ -82,6 +86,26 @@ def _state_text(status: Status) -> str:
     return f" {label} "
 
 
+def _state_fragments(status: Status) -> StyleAndTextTuples:
+    """The turn state; when the app waits for input (``ready``, ``warming up``) while
+    relayed work is stopped, ``· relayed work stopped`` follows it, in a colour that asks
+    for the user's ``/agents resume``. Otherwise (a turn runs, or ``stopped`` just after
+    the Escape) the relay part says ``stopped``."""
+    state = _state_text(status)
+    if not _says_stopped(status):
+        return [(_state_style(status.state), state)]
+    return [
+        (_state_style(status.state), state.rstrip(" ")),
+        ("class:status.stopped", f" · {RELAY_STOPPED_TEXT} "),
+    ]
+
+
+def _says_stopped(status: Status) -> bool:
+    """Whether the turn state says that relayed work is stopped (then the relay part need
+    not say it again)."""
+    return status.relay_stopped and status.state == "ready"
+
+
 _SEP = " │ "
 _MODEL_MIN = 8  # cells a shortened model name keeps (``qwen3-c…``); less says nothing
 _TITLE_MIN = 8
@@ -129,11 +153,14 @@ def _parts(status: Status) -> dict[str, _Part]:
         parts["queued"] = _Part(f"{status.queued_prompts} queued")
     if status.relay:
         relay = f"relay {one_line(status.relay)}"
+        said = []
         if status.relay_queued:
             why = " for the model" if status.relay_waits_model else ""
-            why += ", stopped" if status.relay_stopped else ""
-            relay += f" ({status.relay_queued} waiting{why})"
-        parts["relay"] = _Part(relay)
+            said.append(f"{status.relay_queued} waiting{why}")
+        # Even with none waiting: a new one would not start either.
+        if status.relay_stopped and not _says_stopped(status):
+            said.append("stopped")
+        parts["relay"] = _Part(f"{relay} ({', '.join(said)})" if said else relay)
     return parts
 
 
@@ -162,7 +189,8 @@ def render_status(status: Status, width: int = 100) -> StyleAndTextTuples:
     """`` state  model │ profile │ “title” │ all commands allowed │ ctx N% │ N queued │
     relay on (M waiting)``, fitted to ``width``; during a relayed turn ``relayed from
     <project>`` stands for the title."""
-    state = _state_text(status)
+    head = _state_fragments(status)
+    state = "".join(t for _, t, *_ in head)
     room = max(width - _cells(state) - 2, 10)
     rest: StyleAndTextTuples = []
     for n, part in enumerate(_fit(status, room)):
@@ -174,7 +202,7 @@ def render_status(status: Status, width: int = 100) -> StyleAndTextTuples:
         used = _cells(rest[0][1])
     pad = max(width - _cells(state) - 1 - used, 0)
     return [
-        (_state_style(status.state), state),
+        *head,
         ("class:status", " "),
         *rest,
         ("class:status", " " * pad),

@@ -73,6 +73,7 @@ STYLE = Style.from_dict(
         "status.error": "reverse bold ansired",
         "status.approval": "reverse bold ansimagenta",
         "status.granted": "reverse bold ansimagenta",
+        "status.stopped": "reverse bold ansimagenta",
     }
 )
 

@@ -34,6 +34,7 @@ from prompt_toolkit.output import Output
 from zcoder.commands import find
 from zcoder.ui.approval import GUARD, ApprovalLine, count_rows
 from zcoder.ui.events import CancelTurn, ExitRequest, Submit, UiEvent
+from zcoder.ui.input_controls import ShowControls
 from zcoder.ui.keys import KEY_TIMEOUT, SEQUENCE_TIMEOUT, build_key_bindings
 from zcoder.ui.ptk_compat import install_shift_enter, redraw_now, write_now
 from zcoder.ui.status import Status, render_status
@@ -151,7 +152,9 @@ class Terminal:
             AfterInput(self._hint, style="class:dim"), Condition(lambda: not self.buffer.text)
         )
         input_window = Window(
-            BufferControl(self.buffer, input_processors=[hint]),
+            # What is typed or pasted is drawn as the scrollback will show it: a raw bidi
+            # override would reorder the line the user reads before sending it.
+            BufferControl(self.buffer, input_processors=[ShowControls(), hint]),
             height=Dimension(min=1, max=_INPUT_ROWS),
             wrap_lines=True,
             dont_extend_height=True,

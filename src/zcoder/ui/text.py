@@ -14,14 +14,23 @@ from zcoder.text.flat import model_file_name
 from zcoder.text.flat import one_line as flat
 from zcoder.text.visible import control_at, control_token
 
-__all__ = ["CTRL_STYLE", "one_line", "shorten", "visible", "visible_text"]
+__all__ = [
+    "CTRL_STYLE",
+    "TAB",
+    "control_display",
+    "one_line",
+    "shorten",
+    "visible",
+    "visible_text",
+]
 
 CTRL_STYLE = "class:ctrl"
-_TAB = "    "
+TAB = "    "  # how a tab is drawn: the same four columns wherever it ends up
 
 
-def _token(text: str, i: int) -> str | None:
-    """The visible stand-in for ``text[i]``, or ``None`` when it is safe as it is."""
+def control_display(text: str, i: int) -> str | None:
+    """The visible stand-in for ``text[i]``, or ``None`` when it is safe as it is (a
+    newline is a line break, not a character to show)."""
     if text[i] == "\n" or not control_at(text, i):
         return None
     return control_token(text[i])
@@ -29,13 +38,13 @@ def _token(text: str, i: int) -> str | None:
 
 def visible(text: str, style: str = "") -> StyleAndTextTuples:
     """``text`` as fragments in ``style``; control characters become ``ctrl`` tokens."""
-    text = text.replace("\r\n", "\n").replace("\t", _TAB)
+    text = text.replace("\r\n", "\n").replace("\t", TAB)
     if text.replace("\n", "").isprintable():  # the common case, checked in C
         return [(style, text)] if text else []
     out: StyleAndTextTuples = []
     run: list[str] = []
     for i, ch in enumerate(text):
-        token = _token(text, i)
+        token = control_display(text, i)
         if token is None:
             run.append(ch)
             continue

@@ -10,7 +10,15 @@ from __future__ import annotations
 from prompt_toolkit.formatted_text import StyleAndTextTuples
 from prompt_toolkit.utils import get_cwidth
 
-__all__ = ["TailWrap", "fit", "split_lines", "wrap_fragments", "wrap_line"]
+__all__ = [
+    "TailWrap",
+    "fit",
+    "split_lines",
+    "usable_hang",
+    "wrap_fragments",
+    "wrap_hanging",
+    "wrap_line",
+]
 
 
 def fit(text: str, cells: int) -> int:
@@ -63,6 +71,24 @@ def wrap_line(line: str, width: int, glue: str = "") -> list[tuple[int, str]]:
         start = resume
     rows.append((start, line[start:]))
     return rows
+
+
+def usable_hang(width: int, hang: int) -> int:
+    """``hang``, or 0 when it would leave continuation rows less than half the width."""
+    return hang if 0 < hang <= max(width, 1) // 2 else 0
+
+
+def wrap_hanging(line: str, width: int, hang: int, glue: str = "") -> list[tuple[int, str]]:
+    """``wrap_line``, but the rows after the first are ``usable_hang(width, hang)`` columns
+    narrower: they go under the text after a marker (``· ``, ``3. ``, a command's name),
+    not under the marker (the caller puts that many blanks before them)."""
+    width = max(width, 1)
+    rows = wrap_line(line, width, glue)
+    hang = usable_hang(width, hang)
+    if len(rows) == 1 or not hang:
+        return rows
+    rest = rows[1][0]
+    return [rows[0], *((rest + at, row) for at, row in wrap_line(line[rest:], width - hang, glue))]
 
 
 class TailWrap:
@@ -127,17 +153,29 @@ def _slice(line: StyleAndTextTuples, start: int, end: int) -> StyleAndTextTuples
 
 
 def wrap_fragments(
-    fragments: StyleAndTextTuples, width: int, *, keep_style: str = "", glue: str = ""
+    fragments: StyleAndTextTuples,
+    width: int,
+    *,
+    keep_style: str = "",
+    glue: str = "",
+    hang_style: str = "",
 ) -> StyleAndTextTuples:
     """Styled lines word-wrapped at ``width``; every line ends with a newline. Lines that
-    start with a ``keep_style`` fragment (code) are left for the terminal to wrap."""
+    start with a ``keep_style`` fragment (code) are left for the terminal to wrap; lines
+    that start with a ``hang_style`` fragment (a list item's bullet) continue under the
+    text after it."""
     out: StyleAndTextTuples = []
     for line in split_lines(fragments):
+        text = "".join(t for _, t, *_ in line)
         if keep_style and line and line[0][0] == keep_style:
-            rows = [(0, "".join(t for _, t, *_ in line))]
+            rows, hang = [(0, text)], 0
         else:
-            rows = wrap_line("".join(t for _, t, *_ in line), max(width, 1), glue)
-        for start, row in rows:
+            bullet = hang_style and line and line[0][0] == hang_style
+            hang = usable_hang(width, _cells(line[0][1]) if bullet else 0)
+            rows = wrap_hanging(text, width, hang, glue)
+        for n, (start, row) in enumerate(rows):
+            if n and hang:
+                out.append(("", " " * hang))
             out.extend(_slice(line, start, start + len(row)))
             out.append(("", "\n"))
     return out

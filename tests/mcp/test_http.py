@@ -31,3 +31,18 @@ async def test_an_unreachable_url_is_one_line(tmp_path: Path) -> None:
         await r.until("failed")
     [line] = r.notices
     assert line.startswith("MCP server web failed: ") and "\n" not in line
+
+
+@GC_WARNING
+async def test_headers_are_sent_on_every_request(tmp_path: Path, http_base: str) -> None:
+    url = f"{http_base}/locked/mcp"  # 401 without X-Demo-Token: secret
+    config = ServerConfig("web", url=url, headers={"X-Demo-Token": "secret"})
+    async with running(tmp_path, config) as r:
+        await r.ready()
+        assert (await run(r.box(), "mcp__web__add", tmp_path, a=2, b=3)).text == "5"
+        assert r.hub.servers[0].state == "ready"
+    assert r.notices == []
+    async with running(tmp_path, ServerConfig("web", url=url)) as r:
+        await r.until("failed")
+    [line] = r.notices
+    assert line.startswith("MCP server web failed: ") and "\n" not in line  # the 401

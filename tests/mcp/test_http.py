@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.mcp.http_server import GC_WARNING, free_port
+from tests.mcp.http_server import GC_WARNING, free_port, http_server
 from tests.mcp.test_client import run, running
 from zcoder.mcp.config import ServerConfig
 
@@ -46,3 +46,20 @@ async def test_headers_are_sent_on_every_request(tmp_path: Path, http_base: str)
         await r.until("failed")
     [line] = r.notices
     assert line.startswith("MCP server web failed: ") and "\n" not in line  # the 401
+
+
+@GC_WARNING
+async def test_a_url_server_that_dies_after_it_was_ready_fails_at_the_next_call(
+    tmp_path: Path,
+) -> None:
+    with http_server() as (base, proc):  # its own: this test kills it
+        async with running(tmp_path, ServerConfig("web", url=f"{base}/mcp")) as r:
+            await r.ready()
+            proc.kill()
+            proc.wait()
+            result = await run(r.box(), "mcp__web__add", tmp_path, a=1, b=2)
+            assert not result.ok and "MCP server web" in result.text
+            await r.until("failed")
+            assert r.hub.tools() == [] and r.hub.lines()[0].startswith("web: failed: ")
+    [line] = r.notices
+    assert line.startswith("MCP server web failed: ") and "\n" not in line

@@ -12,8 +12,8 @@ rewrites ``$ZCODER_HOME/config.toml`` atomically, its other lines kept
 ``.mcp.json`` as it is now (``zcoder.mcp.project.trust_workspace``) and shows the commands it
 trusted; exit status 1 without a ``.mcp.json``. ``untrust [DIR]`` removes that record; exit
 status 1 when there was none. ``list`` also shows the servers of the workspace's
-``.mcp.json`` (``-w DIR``; by default the app's workspace)
-and whether they may start. Header values (tokens) are never printed, only their names.
+``.mcp.json`` (``-w DIR``; by default the app's workspace) and whether they may start. Header
+values (tokens) are never printed, only their names.
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ async def test_untrusted_starts_nothing_trusted_starts_changed_is_untrusted(
 
     assert run_mcp(["trust", str(workspace)], {"ZCODER_HOME": str(home)}) == 0
     out = capsys.readouterr().out
-    assert f"Trusted .mcp.json in {workspace}: its 1 MCP server start" in out
+    assert f"Trusted .mcp.json in {workspace}: its 1 MCP server starts in later" in out
     assert f"  proj: {sys.executable} {SCRIPT}" in out
     link, notices, names = await start(home, workspace, wait=True)
     assert notices == [] and "mcp__proj__add" in names and marker.exists()

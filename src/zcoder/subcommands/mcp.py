@@ -166,7 +166,7 @@ def _trust(home: Path, where: str) -> int:
     _say(
         escape_controls(
             f"Trusted {PROJECT_FILE} in {project.workspace}: its {n} MCP server"
-            f"{'s' if n != 1 else ''} start in later runs there, until the file changes."
+            f"{'s start' if n != 1 else ' starts'} in later runs there, until the file changes."
         )
     )
     for s in project.servers:

@@ -1,8 +1,9 @@
 """A real stdio MCP server for the tests, built with the official SDK.
 
 Run as ``python server_script.py [MODE]``. MODE ``mute`` never answers ``initialize`` (it
-reads stdin and says nothing); ``http PORT`` serves the demo tools over Streamable HTTP at ``http://127.0.0.1:PORT/mcp``;
-anything else serves them on stdio. With
+reads stdin and says nothing); ``http PORT`` serves the demo tools over Streamable HTTP at
+``http://127.0.0.1:PORT/mcp``, and at ``/locked/mcp`` to requests that carry the header
+``X-Demo-Token: secret`` (others get 401); anything else serves them on stdio. With
 ``DEMO_MARKER`` in its environment it first creates that file (proof that it was started).
 """
 
@@ -11,12 +12,28 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Any
 
 
 def _mute() -> None:
     for _ in sys.stdin:
         pass
     time.sleep(3600)
+
+
+def _locked(inner: Any) -> Any:
+    """``inner`` (an ASGI app) also under ``/locked``, for requests with the token header."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/locked/"):
+            if dict(scope["headers"]).get(b"x-demo-token") != b"secret":
+                await send({"type": "http.response.start", "status": 401, "headers": []})
+                await send({"type": "http.response.body", "body": b"token required"})
+                return
+            scope = {**scope, "path": scope["path"].removeprefix("/locked")}
+        await inner(scope, receive, send)
+
+    return app
 
 
 def main() -> None:
@@ -62,8 +79,10 @@ def main() -> None:
         """The value of an environment variable."""
         return os.environ.get(name, "(unset)")
 
-    if sys.argv[1:2] == ["http"]:  # Streamable HTTP on 127.0.0.1:PORT/mcp
-        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    if sys.argv[1:2] == ["http"]:
+        import uvicorn
+
+        uvicorn.run(_locked(server.streamable_http_app()), host="127.0.0.1", port=int(sys.argv[2]))
     else:
         server.run("stdio")
 

@@ -1,5 +1,8 @@
-"""MCP servers end to end: a real stdio server built with the SDK (``server_script.py``) run
-by ``McpHub``, its tools called directly and through the agent loop with approvals."""
+"""MCP servers end to end: a real server built with the SDK (``server_script.py``) run by
+``McpHub``, its tools called directly and through the agent loop with approvals. A test that
+needs a fresh server (stdio specifics, a crash, a server that never answers) starts its own
+stdio one; the others call the session's shared HTTP server (``conftest.py``), as the
+client's calls do not depend on the transport."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from tests.agent.doubles import (
     text,
     tools,
 )
+from tests.mcp.http_server import GC_WARNING, SCRIPT
 from zcoder.agent.agent import Agent, RelaySender, TurnOutcome, TurnRequest
 from zcoder.live import ToolUpdate
 from zcoder.mcp.client import McpHub, list_server_tools
@@ -31,8 +35,9 @@ from zcoder.mcp.config import ServerConfig
 from zcoder.tools.base import ToolContext
 from zcoder.tools.registry import CheckedCall, Toolbox, core_tools
 
-SCRIPT = str(Path(__file__).with_name("server_script.py"))
 DEMO = ServerConfig("demo", command=sys.executable, args=(SCRIPT,), env={"DEMO_VAR": "hi"})
+__all__ = ["DEMO", "SCRIPT", "run", "running"]
+
 SENDER = RelaySender("42110-777", 42110, "user-profiles", "/work/app/user-profiles", True)
 
 
@@ -56,6 +61,11 @@ class Running:
 
     def box(self) -> Toolbox:
         return Toolbox([*core_tools(), *self.hub.tools()])
+
+
+def web(url: str) -> ServerConfig:
+    """The shared HTTP server under the stdio server's name, so its tools are named alike."""
+    return ServerConfig("demo", url=url)
 
 
 @asynccontextmanager
@@ -106,8 +116,11 @@ async def test_tools_are_listed_and_called(tmp_path: Path) -> None:
     assert r.notices == [] and r.hub.servers[0].state == "stopped"
 
 
-async def test_a_slow_call_is_cancelled_and_the_server_goes_on(tmp_path: Path) -> None:
-    async with running(tmp_path) as r:
+@GC_WARNING
+async def test_a_slow_call_is_cancelled_and_the_server_goes_on(
+    tmp_path: Path, http_url: str
+) -> None:
+    async with running(tmp_path, web(http_url)) as r:
         await r.ready()
         box = r.box()
         start = time.monotonic()
@@ -117,10 +130,11 @@ async def test_a_slow_call_is_cancelled_and_the_server_goes_on(tmp_path: Path) -
         assert (await run(box, "mcp__demo__add", tmp_path, a=1, b=1)).text == "2"
 
 
+@GC_WARNING
 async def test_a_call_past_the_timeout_is_a_failed_result_and_the_server_goes_on(
-    tmp_path: Path,
+    tmp_path: Path, http_url: str
 ) -> None:
-    async with running(tmp_path, attrs.evolve(DEMO, timeout=0.5)) as r:
+    async with running(tmp_path, attrs.evolve(web(http_url), timeout=0.5)) as r:
         await r.ready()
         box = r.box()
         start = time.monotonic()
@@ -180,8 +194,11 @@ def _agent(
     return agent, approver, session, sink
 
 
-async def test_the_agent_asks_then_calls_or_respects_a_denial(tmp_path: Path) -> None:
-    async with running(tmp_path) as r:
+@GC_WARNING
+async def test_the_agent_asks_then_calls_or_respects_a_denial(
+    tmp_path: Path, http_url: str
+) -> None:
+    async with running(tmp_path, web(http_url)) as r:
         await r.ready()
         replies = [tools(call("mcp__demo__add", a=2, b=3)), text("five")]
         agent, approver, session, _ = _agent(tmp_path, r.box(), replies, "y")
@@ -195,8 +212,9 @@ async def test_the_agent_asks_then_calls_or_respects_a_denial(tmp_path: Path) ->
         assert session.history[2].content == "user denied the call of mcp__demo__add"
 
 
-async def test_allow_skips_the_question_in_local_turns_only(tmp_path: Path) -> None:
-    async with running(tmp_path, attrs.evolve(DEMO, allow=True)) as r:
+@GC_WARNING
+async def test_allow_skips_the_question_in_local_turns_only(tmp_path: Path, http_url: str) -> None:
+    async with running(tmp_path, attrs.evolve(web(http_url), allow=True)) as r:
         await r.ready()
         replies = [tools(call("mcp__demo__add", a=2, b=3)), text("five")]
         agent, approver, session, _ = _agent(tmp_path, r.box(), replies)
@@ -208,8 +226,9 @@ async def test_allow_skips_the_question_in_local_turns_only(tmp_path: Path) -> N
         assert session.history[-2].content == "5"
 
 
-async def test_escape_cancels_a_slow_call_in_a_turn(tmp_path: Path) -> None:
-    async with running(tmp_path, attrs.evolve(DEMO, allow=True)) as r:
+@GC_WARNING
+async def test_escape_cancels_a_slow_call_in_a_turn(tmp_path: Path, http_url: str) -> None:
+    async with running(tmp_path, attrs.evolve(web(http_url), allow=True)) as r:
         await r.ready()
         replies = [tools(call("mcp__demo__slow", seconds=60))]
         agent, _, _, sink = _agent(tmp_path, r.box(), replies)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.mcp.test_client import SCRIPT
+from tests.mcp.http_server import GC_WARNING, SCRIPT
 from zcoder.config_file import read_file
 from zcoder.errors import ConfigError
 from zcoder.mcp.config import ServerConfig, load_servers, save_servers
@@ -57,18 +57,21 @@ def test_a_file_written_another_way_is_not_rewritten(tmp_path: Path) -> None:
     assert "command" in (tmp_path / "config.toml").read_text()
 
 
+@GC_WARNING
 def test_zcoder_mcp_add_list_test_disable_remove(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], http_url: str
 ) -> None:
     env = {"ZCODER_HOME": str(tmp_path)}
     write(tmp_path, '# mine\nmodel = "m"\n\n[relay]\nmax_queue = 3\n')
     assert run_mcp(["add", "demo", "--env", "K=v", "--", sys.executable, SCRIPT], env) == 0
     assert run_mcp(["add", "demo", "--", "x"], env) == 1
+    assert run_mcp(["add", "web", "--url", http_url], env) == 0
     assert run_mcp(["list"], env) == 0
-    assert run_mcp(["test", "demo"], env) == 0
+    assert run_mcp(["test", "web"], env) == 0
     out = capsys.readouterr().out
-    assert f"demo: {sys.executable} {SCRIPT}" in out
-    assert "demo: 6 tools" in out and "  mcp__demo__add  (MCP server demo) Add two" in out
+    assert f"demo: {sys.executable} {SCRIPT}" in out and f"web: {http_url}" in out
+    assert "web: 6 tools" in out and "  mcp__web__add  (MCP server web) Add two" in out
+    assert run_mcp(["remove", "web"], env) == 0
     assert run_mcp(["add", "slow", "--timeout", "0", "--", "x"], env) == 2
     assert run_mcp(["add", "slow", "--timeout", "7.5", "--", "x"], env) == 0
     assert load_servers(tmp_path)[1].timeout == 7.5

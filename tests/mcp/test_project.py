@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from tests.mcp.test_client import SCRIPT
+from tests.mcp.http_server import SCRIPT
 from zcoder.mcp.link import McpLink
 from zcoder.mcp.project import read_project, trust_path
 from zcoder.subcommands.mcp import run_mcp
@@ -23,7 +23,8 @@ def project(workspace: Path, marker: Path, name: str = "proj") -> None:
 
 
 async def start(home: Path, workspace: Path, wait: bool) -> tuple[McpLink, list[str], list[str]]:
-    """Start the link, wait for its tools (``wait``) or a moment, stop it."""
+    """Start the link, wait for its tools (``wait``) or until whatever it started is ready
+    or failed (a server started by mistake has made its marker then), stop it."""
     notices: list[str] = []
     names: list[str] = []
     offered = trio.Event()
@@ -40,7 +41,8 @@ async def start(home: Path, workspace: Path, wait: bool) -> tuple[McpLink, list[
             with trio.fail_after(20):
                 await offered.wait()
         else:
-            await trio.sleep(0.3)
+            with trio.fail_after(20):
+                await link.settled()
         nursery.cancel_scope.cancel()
     return link, notices, names
 
@@ -68,7 +70,7 @@ async def test_untrusted_starts_nothing_trusted_starts_changed_is_untrusted(
 
     assert run_mcp(["trust", str(workspace)], {"ZCODER_HOME": str(home)}) == 0
     out = capsys.readouterr().out
-    assert f"Trusted .mcp.json in {workspace}: its 1 MCP server start" in out
+    assert f"Trusted .mcp.json in {workspace}: its 1 MCP server starts in later" in out
     assert f"  proj: {sys.executable} {SCRIPT}" in out
     link, notices, names = await start(home, workspace, wait=True)
     assert notices == [] and "mcp__proj__add" in names and marker.exists()

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from tests.fakes.ollama_server import FakeOllama
-from tests.mcp.test_client import SCRIPT
+from tests.mcp.http_server import SCRIPT
 from tests.oneshot.test_run import MODEL, _run, _say, _tool, workspace
 
 __all__ = ["workspace"]

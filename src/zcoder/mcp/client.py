@@ -21,8 +21,8 @@ import json
 import math
 import re
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
@@ -115,6 +115,20 @@ async def _pump(
         lost.set()
 
 
+@asynccontextmanager
+async def _http_transport(url: str, headers: Mapping[str, str]) -> AsyncIterator[tuple[Any, Any]]:
+    """Streamable HTTP with ``headers`` on every request: the SDK's own client (its
+    timeouts) built with them, closed after the transport."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async with (
+        create_mcp_http_client(headers=dict(headers)) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams[0], streams[1]
+
+
 class McpServer:
     """One configured server: its state, its tools while it is ready, and its task."""
 
@@ -179,9 +193,7 @@ class McpServer:
         """The SDK's client transport: Streamable HTTP for a ``url``, else stdio."""
         config = self.config
         if config.url:
-            from mcp.client.streamable_http import streamable_http_client
-
-            return streamable_http_client(config.url)
+            return _http_transport(config.url, config.headers)
         params = StdioServerParameters(
             command=config.command, args=list(config.args), env=dict(config.env), cwd=self._cwd
         )

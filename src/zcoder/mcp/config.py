@@ -1,6 +1,8 @@
 """The ``[mcp.servers.NAME]`` tables of the config file: read, checked, written back.
 
-A server is ``command`` with ``args`` and ``env`` (stdio), or ``url`` (Streamable HTTP).
+A server is ``command`` with ``args`` and ``env`` (stdio), or ``url`` (Streamable HTTP) with
+``headers`` sent on every request (they often hold tokens: ``zcoder mcp`` shows their names,
+never their values).
 ``allow = true`` lets its tools run unasked in local turns; ``enabled = false`` keeps it
 configured but not started; ``startup_timeout``
 (seconds, default 10) bounds start-up, ``initialize`` and the tool list; ``timeout``
@@ -8,8 +10,9 @@ configured but not started; ``startup_timeout``
 
 Writing (``zcoder mcp add|remove|enable|disable``) keeps every line outside the ``[mcp...]``
 tables as it was and writes the servers after them in one canonical form (``[mcp.servers.NAME]``
-then ``[mcp.servers.NAME.env]``), atomically; it refuses a file whose ``mcp`` settings are
-written another way (inline tables, dotted keys), which it could not rewrite faithfully.
+then ``[mcp.servers.NAME.env]`` and ``[mcp.servers.NAME.headers]``), atomically; it refuses a
+file whose ``mcp`` settings are written another way (inline tables, dotted keys), which it
+could not rewrite faithfully.
 Pure but for the file's reading and writing; floor 2 (``config_file`` is its reader).
 """
 
@@ -42,7 +45,18 @@ __all__ = [
 DEFAULT_STARTUP_TIMEOUT = 10.0
 DEFAULT_CALL_TIMEOUT = 120.0
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*(?:_[A-Za-z0-9-]+)*$")  # no "__": it separates
-_KEYS = ("command", "args", "env", "url", "allow", "enabled", "startup_timeout", "timeout")
+_KEYS = (
+    "command",
+    "args",
+    "env",
+    "url",
+    "headers",
+    "allow",
+    "enabled",
+    "startup_timeout",
+    "timeout",
+)
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP header name (RFC 9110)
 _HEADER = re.compile(r"^\s*\[\[?\s*([^\]]*?)\s*\]\]?\s*(?:#.*)?$")
 
 
@@ -53,6 +67,7 @@ class ServerConfig:
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = attrs.field(factory=dict)
     url: str = ""
+    headers: Mapping[str, str] = attrs.field(factory=dict)
     allow: bool = False
     enabled: bool = True
     startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
@@ -82,6 +97,17 @@ def _string_list(path: Path, where: str, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _headers(path: Path, where: str, table: Any) -> dict[str, str]:
+    if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
+        raise _bad(path, where, "expected a table of strings")
+    for key, value in table.items():
+        if not _TOKEN.match(key):
+            raise _bad(path, f"{where}.{key}", "not an HTTP header name")
+        if "\r" in value or "\n" in value:
+            raise _bad(path, f"{where}.{key}", "a header value is one line")
+    return dict(table)
+
+
 def _one(path: Path, name: str, table: Any) -> ServerConfig:
     where = f"mcp.servers.{name}"
     if not NAME.match(name):
@@ -100,6 +126,9 @@ def _one(path: Path, name: str, table: Any) -> ServerConfig:
     env = table.get("env", {})
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         raise _bad(path, f"{where}.env", "expected a table of strings")
+    headers = _headers(path, f"{where}.headers", table.get("headers", {}))
+    if headers and not url:
+        raise _bad(path, f"{where}.headers", "only a url server sends headers")
     flags = {}
     for key, default in (("allow", False), ("enabled", True)):
         value = table.get(key, default)
@@ -123,6 +152,7 @@ def _one(path: Path, name: str, table: Any) -> ServerConfig:
         args=_string_list(path, f"{where}.args", table.get("args", [])),
         env=dict(env),
         url=url,
+        headers=headers,
         allow=flags["allow"],
         enabled=flags["enabled"],
         startup_timeout=seconds["startup_timeout"],
@@ -175,10 +205,11 @@ def render_servers(servers: tuple[ServerConfig, ...]) -> str:
             out.append(f"startup_timeout = {s.startup_timeout!r}")
         if s.timeout != DEFAULT_CALL_TIMEOUT:
             out.append(f"timeout = {s.timeout!r}")
-        if s.env:
-            out.append("")
-            out.append(f"[mcp.servers.{s.name}.env]")
-            out.extend(f"{_toml_string(k)} = {_toml_string(v)}" for k, v in s.env.items())
+        for key, table in (("env", s.env), ("headers", s.headers)):
+            if table:
+                out.append("")
+                out.append(f"[mcp.servers.{s.name}.{key}]")
+                out.extend(f"{_toml_string(k)} = {_toml_string(v)}" for k, v in table.items())
         out.append("")
     return "\n".join(out)
 

@@ -5,9 +5,10 @@ A project may carry ``.mcp.json`` in the format other agents read (``{"mcpServer
 keys, such as ``type``, are ignored). Opening a repository must not start its programs, so
 its servers start only once the user has trusted that workspace: ``zcoder mcp trust [DIR]``
 records the workspace's canonical path and the SHA-256 of the file's bytes in
-``$ZCODER_HOME/mcp-trust.json`` (atomic write). A file whose bytes differ from the trusted
-ones is untrusted again. The bytes are read once, then hashed and parsed, so the servers
-started are those of the content that was checked.
+``$ZCODER_HOME/mcp-trust.json`` (atomic write); ``zcoder mcp untrust [DIR]`` removes the
+record. A file whose bytes differ from the trusted ones is untrusted again. The bytes are
+read once, then hashed and parsed, so the servers started are those of the content that
+was checked.
 
 A trusted file's servers never get ``allow``: their calls always ask. Pure but for the
 files' reading and writing; floor 2.
@@ -32,6 +33,7 @@ __all__ = [
     "read_project",
     "trust_path",
     "trust_workspace",
+    "untrust_workspace",
 ]
 
 PROJECT_FILE = ".mcp.json"
@@ -46,6 +48,7 @@ class Project:
     servers: tuple[ServerConfig, ...]
     digest: str
     trusted: bool
+    changed: bool = False  # not trusted: other content of it was
 
     def untrusted_line(self) -> str:
         n = len(self.servers)
@@ -127,8 +130,11 @@ def read_project(home: Path, workspace: Path) -> Project | None:
         raise _bad(path, "", f"cannot read it: {exc.strerror}") from None
     digest = hashlib.sha256(data).hexdigest()
     servers = parse_project(path, data)
-    trusted = _trusted(home).get(str(canonical)) == digest
-    return Project(canonical, servers, digest, trusted)
+    recorded = _trusted(home).get(str(canonical))
+    trusted = recorded == digest
+    return Project(
+        canonical, servers, digest, trusted, changed=recorded is not None and not trusted
+    )
 
 
 def trust_workspace(home: Path, workspace: Path) -> Project:
@@ -139,7 +145,21 @@ def trust_workspace(home: Path, workspace: Path) -> Project:
         raise ConfigError(str(workspace.resolve()), f"no {PROJECT_FILE} here")
     workspaces = _trusted(home)
     workspaces[str(project.workspace)] = project.digest
+    _write_trusted(home, workspaces)
+    return attrs.evolve(project, trusted=True, changed=False)
+
+
+def untrust_workspace(home: Path, workspace: Path) -> bool:
+    """Forget the workspace's trust (atomic write), whether or not it still has a
+    ``.mcp.json``; ``False`` when there was none to forget (nothing written)."""
+    workspaces = _trusted(home)
+    if workspaces.pop(str(workspace.resolve()), None) is None:
+        return False
+    _write_trusted(home, workspaces)
+    return True
+
+
+def _write_trusted(home: Path, workspaces: dict[str, str]) -> None:
     text = json.dumps({"version": 1, "workspaces": workspaces}, indent=2, sort_keys=True)
     home.mkdir(parents=True, exist_ok=True)
     write_file(trust_path(home), (text + "\n").encode(), sync_dir=True)
-    return attrs.evolve(project, trusted=True)

@@ -119,9 +119,11 @@ def test_headers_are_kept_and_their_values_never_shown(
     home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (home / "config.toml").write_text('# mine\nmodel = "m"\n')
+    (home / "config.toml").chmod(0o644)
     url = "http://127.0.0.1:9/mcp"
     args = ["add", "web", "--url", url, "--header", f"Authorization: {TOKEN}"]
     assert run_mcp([*args, "--header", "X-Team: blue"], env(home)) == 0
+    assert (home / "config.toml").stat().st_mode & 0o777 == 0o600  # it now holds a token
     (web,) = load_servers(home)
     assert web == ServerConfig("web", url=url, headers={"Authorization": TOKEN, "X-Team": "blue"})
     assert run_mcp(["disable", "web"], env(home)) == 0  # a rewrite keeps them

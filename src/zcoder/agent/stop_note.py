@@ -26,7 +26,10 @@ from zcoder.conversation import Message
 
 __all__ = ["STOP_NOTE", "sent_history"]
 
-STOP_NOTE = "[The user stopped your previous reply before it finished.]"
+# Claude Code's words for the same. Measured with SmolLM2-135M (tests/realmodel): a longer
+# sentence addressed to the model ("The user stopped your previous reply ...") was echoed
+# as the answer of later tasks after two or three stops; these words were not.
+STOP_NOTE = "[Request interrupted by user]"
 
 
 def _is_stop(message: Message) -> bool:

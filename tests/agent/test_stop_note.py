@@ -75,7 +75,7 @@ def test_a_stop_before_any_reply_joins_the_prompt_before_it() -> None:
 
 
 def test_a_stop_at_the_very_end_after_tool_results_is_a_note_of_its_own() -> None:
-    # A warm-up or a compaction right after Escape sends the history as it stands.
+    # The warm-up right after Escape sends the history as it stands.
     history = [user("fix it"), *calls((read("a.py"), "x = 1"), (read("b.py"), "y")), STOP]
     sent = sent_history(history)
     assert sent == [*history[:-1], user(STOP_NOTE)]

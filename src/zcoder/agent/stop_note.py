@@ -3,7 +3,7 @@
 The history records a stopped turn with an assistant message ``STOP_MARKER`` (the session
 file, the compaction's record of a relayed task's outcome and the spec read it there). Sent
 as the model's own words, that message is an example the model follows: a small model
-(SmolLM2) answered every later task with exactly that text. So a request carries it as a
+(SmolLM2) answered later tasks with exactly that text. So a request carries it as a
 user-side note instead, the way the user would say it, and never as something the model
 said.
 
@@ -11,8 +11,8 @@ Strict chat templates (llama.cpp's Jinja templates of Mistral or Gemma) raise on
 messages in a row, so a note joins the user message next to it, and so does any other user
 message that follows one (the empty-reply nudge after a prompt): a prompt right after a
 stop reads ``STOP_NOTE``, a blank line, then the prompt. A stop after tool results with
-nothing after it (a warm-up or a compaction right after Escape) is a user message of its
-own. Pure: the history itself is not changed.
+nothing after it (the warm-up right after Escape) is a user message of its own. Pure: the
+history itself is not changed.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from zcoder.agent.agent import Agent, RelaySender, TurnOutcome, TurnRequest
 from zcoder.agent.loop import STOP_MARKER
 from zcoder.agent.model import ChatRequest, StallLimits
 from zcoder.agent.ollama import OllamaClient
+from zcoder.agent.stop_note import STOP_NOTE
 from zcoder.approval.questions import Answer
 from zcoder.conversation import Message
 from zcoder.errors import ModelHTTPError, SessionNotFound
@@ -187,6 +188,46 @@ async def test_cancel_mid_stream_closes_the_http_stream(
     ]
 
 
+async def test_after_escape_the_server_sees_a_user_note_not_the_marker(
+    open_stack: OpenStack, fake: FakeOllama, workspace: Path
+) -> None:
+    # The model must not find the stop as its own words (a small model then answers every
+    # later task with the marker): it reads as a note on the user's side, in the user
+    # message it follows, and the partial reply is nowhere.
+    fake.set_script(
+        {
+            "models": [MODEL],
+            "responses": [
+                {"chunks": [{"content": "par"}], "stall_after": 1},
+                {"chunks": [{"content": "ok"}]},
+            ],
+        }
+    )
+    stack = open_stack()
+
+    async def cancel_on_text() -> None:
+        await stack.sink.watch(lambda e: isinstance(e, TextDelta)).wait()
+        stack.agent.cancel_turn()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(cancel_on_text)
+        assert (await stack.agent.run_turn(TurnRequest("user", "q"))).status == "cancelled"
+    await stack.agent.warmup()
+    outcome = await stack.agent.run_turn(TurnRequest("user", "now y"))
+    assert outcome == TurnOutcome("answered", text="ok")
+    warm, last = fake.requests[-2:]
+    assert warm["options"]["num_predict"] == 1
+    assert warm["messages"][1:] == [{"role": "user", "content": f"q\n\n{STOP_NOTE}"}]
+    assert last["messages"][1:] == [{"role": "user", "content": f"q\n\n{STOP_NOTE}\n\nnow y"}]
+    # the session file keeps the marker where the stop happened
+    assert stack.reopen().history == [
+        Message(role="user", content="q"),
+        Message(role="assistant", content=STOP_MARKER),
+        Message(role="user", content="now y"),
+        Message(role="assistant", content="ok"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("response", "needle"),
     [
@@ -207,7 +248,9 @@ async def test_server_failures_leave_history_usable(
     # the next turn works on the same, consistent history
     outcome = await stack.agent.run_turn(TurnRequest("user", "again"))
     assert outcome == TurnOutcome("answered", text="ok")
-    assert [m["content"] for m in fake.requests[-1]["messages"][1:]] == ["q", "again"]
+    # the unanswered prompt and the new one go as one user message (strict chat templates
+    # refuse two in a row)
+    assert [m["content"] for m in fake.requests[-1]["messages"][1:]] == ["q\n\nagain"]
 
 
 async def test_missing_model(open_stack: OpenStack, fake: FakeOllama, workspace: Path) -> None:

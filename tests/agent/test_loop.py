@@ -29,6 +29,7 @@ from zcoder.agent.agent import Agent, RelaySender, TurnOutcome, TurnRequest
 from zcoder.agent.loop import DEFAULT_NUM_CTX, STOP_MARKER, estimate_tokens
 from zcoder.agent.loop_guard import EMPTY_REPLY_NUDGE, MAX_STEPS, REPEAT_WARNING
 from zcoder.agent.model import ChatChunk
+from zcoder.agent.stop_note import STOP_NOTE
 from zcoder.approval.policy import DENIED_BY_POLICY
 from zcoder.approval.questions import Answer
 from zcoder.conversation import Message, ToolCall
@@ -570,6 +571,13 @@ async def test_cancel_mid_round_answers_every_call(tmp_path: Path) -> None:
     assert_history_valid(rig.session.history)
     states = {u.call_key: u.state for u in rig.sink.of(ToolUpdate)}
     assert list(states.values()) == ["completed", "interrupted", "interrupted"]
+    # the next request sends the stop as a note leading the next prompt, after the results
+    rig.client.replies = [text("ok")]
+    assert (await rig.agent.run_turn(user("go on"))).status == "answered"
+    sent = rig.client.requests[-1].messages
+    assert [m.role for m in sent] == ["system", "user", "assistant", "tool", "tool", "tool", "user"]
+    assert sent[-1] == Message(role="user", content=f"{STOP_NOTE}\n\ngo on")
+    assert rig.session.history[5] == Message(role="assistant", content=STOP_MARKER)
 
 
 async def test_cancel_while_waiting_for_approval(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from zcoder.agent.model import ChatRequest
 from zcoder.agent.parts import TurnParts
 from zcoder.agent.prompts import build_system_prompt
 from zcoder.agent.rounds import RoundRunner
+from zcoder.agent.stop_note import sent_history
 from zcoder.agent.turns import TurnRequest
 from zcoder.conversation import Message
 from zcoder.live import ContextFill
@@ -43,14 +44,15 @@ class Steps:
         self._fixed_estimate = 0
 
     def build(self, think: bool, *, num_predict: int | None = None) -> ChatRequest:
-        """The next step's request: one fresh system message, then the whole history.
+        """The next step's request: one fresh system message, then the whole history as
+        a request sends it (a stop the user made is a note on the user's side).
 
         The warm-up sends the very same request with ``num_predict`` 1, so that the
         server's prompt cache then holds the prefix of the first real step.
         """
         specs = self._rounds.tool_specs()
         system = self.system_message(specs)
-        messages = [system, *self._p.session.history]
+        messages = [system, *sent_history(self._p.session.history)]
         self.estimate = estimate_tokens(messages, specs)
         self._fixed_estimate = estimate_tokens([system], specs)
         config = self._p.config

@@ -18,7 +18,8 @@ __all__ = [
     "relay_record",
 ]
 
-# The history's mark of a turn the user stopped (the model sees it on the next request).
+# The history's mark of a turn the user stopped. A request never sends it as the model's
+# own words, but as a note on the user's side (``stop_note.py``).
 STOP_MARKER = "[Response generation stopped by user.]"
 
 OutcomeStatus = Literal[

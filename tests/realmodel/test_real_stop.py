@@ -50,7 +50,7 @@ async def _run(server: LlamaServer, workspace: Path) -> None:
         m for task in STOPPED for m in (Message("user", task), Message("assistant", STOP_MARKER))
     ]
     config = make_config(
-        workspace, model="smollm2", host=server.url, temperature=0.0, max_output_tokens=200
+        workspace, model="smollm2", host=server.url, temperature=0.0, max_output_tokens=32
     )
     async with OpenAIClient(f"{server.url}/v1") as client:
         agent = Agent(

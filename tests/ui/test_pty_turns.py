@@ -33,7 +33,8 @@ from tests.ui.pty_harness import PtyApp, pids_with_token, process_state
 # How long a test waits for Escape to act before it fails as hung; the latency itself is
 # a figure of bench/ui.py, never an assertion here (the machines are shared and noisy).
 ESCAPE_WAIT = 8.0
-STOP_MARKER = "Response generation stopped by user"
+# What the next request carries of a stop (the history keeps its own marker).
+STOP_NOTE = "[Request interrupted by user]"
 
 
 def wait_question(app: PtyApp, command: str) -> None:
@@ -121,7 +122,7 @@ def test_escape_stops_a_slow_stream(launch: Launch, start_fake: StartFake) -> No
     app.wait_for("Ready again.")
     _, second = wait_requests(fake, 2)
     history = history_text(second)
-    assert STOP_MARKER in history
+    assert STOP_NOTE in history
     assert "w01" not in history  # partial text of a cancelled stream never enters history
     # The fake notices the closed stream at its next chunk, maybe after the second reply.
     deadline = time.monotonic() + 5
@@ -146,7 +147,7 @@ def test_escape_kills_a_running_command(
     assert process_state(pid) is None, "the killed command was never reaped"
     assert set(pids_with_token(app.token)) <= {app.app_pid, app.child.pid}
     _, second = wait_requests(fake, 2)
-    assert STOP_MARKER in history_text(second)
+    assert STOP_NOTE in history_text(second)
 
 
 def test_typing_during_a_turn_is_queued(launch: Launch, start_fake: StartFake) -> None:

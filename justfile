@@ -8,9 +8,11 @@ lint:
     ruff format --check src tests bench
     mypy
 
-# the whole test suite
+# the whole test suite, a file to a worker process (a file's shared servers start once)
+# and a worker a core (at most 4); -p no:benchmark: pytest-benchmark, where installed,
+# warns that xdist disables it, and warnings are errors here
 test *ARGS:
-    python -m pytest {{ARGS}}
+    python -m pytest -n auto --maxprocesses 4 --dist loadfile -p no:benchmark {{ARGS}}
 
 # Sphinx docs, warnings are errors
 docs:

@@ -57,7 +57,7 @@ async def test_an_accepted_enqueue_runs_nothing_of_the_app(
     async with trio.open_nursery() as nursery:
         a = await start(nursery, short_tmp, "alpha")
         b = await start(nursery, short_tmp, "beta", follow=False)
-        with trio.fail_after(1):
+        with trio.fail_after(10):
             await b.backend.runner.wait_relay_change()  # the start itself
         touched: list[str] = []
 
@@ -71,7 +71,7 @@ async def test_an_accepted_enqueue_runs_nothing_of_the_app(
             assert await send(a, b, "do it") == "accepted"
         assert called == [] and touched == []
         assert b.backend.relay_status() == ("on", 1)  # stored: the spool knows
-        with trio.fail_after(1):  # and the worker would be woken
+        with trio.fail_after(10):  # and the worker would be woken
             await b.backend.runner.wait_relay_change()
         assert touched == []
         nursery.cancel_scope.cancel()

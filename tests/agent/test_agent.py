@@ -161,6 +161,18 @@ async def test_cancel_mid_command_kills_the_process_group(
     assert stack.reopen().history == stack.session.history
 
 
+async def _escape_at_first_text(stack: Stack, prompt: str) -> TurnOutcome:
+    """Run a turn and press Escape (cancel it) as soon as its first text streams."""
+
+    async def cancel_on_text() -> None:
+        await stack.sink.watch(lambda e: isinstance(e, TextDelta)).wait()
+        stack.agent.cancel_turn()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(cancel_on_text)
+        return await stack.agent.run_turn(TurnRequest("user", prompt))
+
+
 def _running(event: LiveEvent) -> bool:
     return isinstance(event, ToolUpdate) and event.state == "running"
 
@@ -172,14 +184,7 @@ async def test_cancel_mid_stream_closes_the_http_stream(
         {"models": [MODEL], "responses": [{"chunks": [{"content": "par"}], "stall_after": 1}]}
     )
     stack = open_stack()
-
-    async def cancel_on_text() -> None:
-        await stack.sink.watch(lambda e: isinstance(e, TextDelta)).wait()
-        stack.agent.cancel_turn()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(cancel_on_text)
-        outcome = await stack.agent.run_turn(TurnRequest("user", "q"))
+    outcome = await _escape_at_first_text(stack, "q")
     assert outcome.status == "cancelled"
     assert await trio.to_thread.run_sync(fake.wait_for_outcomes, 1) == ["client_disconnected"]
     assert stack.session.history == [
@@ -204,14 +209,7 @@ async def test_after_escape_the_server_sees_a_user_note_not_the_marker(
         }
     )
     stack = open_stack()
-
-    async def cancel_on_text() -> None:
-        await stack.sink.watch(lambda e: isinstance(e, TextDelta)).wait()
-        stack.agent.cancel_turn()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(cancel_on_text)
-        assert (await stack.agent.run_turn(TurnRequest("user", "q"))).status == "cancelled"
+    assert (await _escape_at_first_text(stack, "q")).status == "cancelled"
     await stack.agent.warmup()
     outcome = await stack.agent.run_turn(TurnRequest("user", "now y"))
     assert outcome == TurnOutcome("answered", text="ok")

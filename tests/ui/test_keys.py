@@ -80,6 +80,20 @@ def test_newline_keys_do_not_submit() -> None:
     assert drive(steps) == [Submit("a\nb\nc\nd\ne")]
 
 
+def test_keys_that_look_like_a_mouse_report_are_text_and_reports_are_dropped() -> None:
+    # prompt_toolkit reads an unbracketed ESC[31m as a mouse event and its handler raised
+    # (the app crashed); mouse reporting is never on here, so the keys are kept as typed.
+    async def steps(t: Terminal, inp: PipeInput, events: list[UiEvent]) -> None:
+        inp.send_text("a\x1b[31mX")
+        await wait_until(lambda: t.buffer.text.endswith("X"))
+        inp.send_text("\x1b[<0;12;5M\x1b[32;12;5M!")  # real reports: nothing typed
+        await wait_until(lambda: t.buffer.text.endswith("!"))
+        inp.send_text("\r")
+        await wait_until(lambda: bool(events))
+
+    assert drive(steps) == [Submit("a\x1b[31mX!")]
+
+
 def test_escape_cancels_only_while_a_turn_runs_and_alt_keys_still_work() -> None:
     async def steps(t: Terminal, inp: PipeInput, events: list[UiEvent]) -> None:
         inp.send_text("one two")

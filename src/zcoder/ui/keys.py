@@ -8,6 +8,7 @@ sent as a signal; both act the same.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Protocol
 
@@ -25,6 +26,9 @@ __all__ = ["KEY_TIMEOUT", "SEQUENCE_TIMEOUT", "KeyActions", "build_key_bindings"
 # timeout is short: Escape then acts within about 60 ms plus the time to draw.
 KEY_TIMEOUT = 0.05
 SEQUENCE_TIMEOUT = 0.01
+# What a terminal sends for a mouse event: SGR (``ESC[<0;12;5M``), urxvt (``ESC[32;12;5M``)
+# or the typical three bytes after ``ESC[M``.
+_MOUSE_REPORT = re.compile(r"\x1b\[(<?\d+;\d+;\d+[mM]|M...)\Z", re.DOTALL)
 
 
 class KeyActions(Protocol):
@@ -97,6 +101,14 @@ def build_key_bindings(
             event.current_buffer.reset()
         else:
             actions.exit()
+
+    @kb.add(Keys.Vt100MouseEvent)
+    def _(event: KeyPressEvent) -> None:
+        # The app never turns mouse reporting on: this is a report another program left
+        # on (dropped), or typed keys that look like one (``ESC [ 3 1 m`` unbracketed),
+        # on which prompt_toolkit's own handler raises. Those are text, kept as typed.
+        if typing() and not _MOUSE_REPORT.match(event.data):
+            event.current_buffer.insert_text(event.data)
 
     @kb.add("c-d", filter=empty)
     def _(event: KeyPressEvent) -> None:

@@ -179,3 +179,30 @@ def test_headers_belong_to_url_servers(home: Path) -> None:
     (home / "config.toml").write_text('[mcp.servers.a]\ncommand = "x"\nheaders = { A = "v" }\n')
     with pytest.raises(ConfigError, match=r"a\.headers: only a url server sends headers"):
         load_servers(home)
+
+
+def test_env_values_are_never_shown_and_make_the_file_private(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (home / "config.toml").write_text(
+        f'[mcp.servers.db]\ncommand = "srv"\n\n[mcp.servers.db.env]\nAPI_TOKEN = "{TOKEN}"\n'
+    )
+    (home / "config.toml").chmod(0o644)
+    assert run_mcp(["get", "db"], env(home)) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[1:] == ["  env API_TOKEN=(not shown)"]
+    assert TOKEN not in out
+    assert run_mcp(["disable", "db"], env(home)) == 0  # a rewrite: the token stays private
+    assert (home / "config.toml").stat().st_mode & 0o777 == 0o600
+
+
+def test_the_trust_hint_is_a_command_that_can_be_pasted(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spaced = tmp_path / "my work"
+    spaced.mkdir()
+    project(spaced, "lint")
+    assert run_mcp(["list", "-w", str(spaced)], env(home)) == 0
+    assert f"not trusted: zcoder mcp trust '{spaced}']" in capsys.readouterr().out
+    found = read_project(home, spaced)
+    assert found is not None and f"zcoder mcp trust '{spaced}'" in found.untrusted_line()

@@ -260,8 +260,8 @@ def save_servers(home: Path, servers: tuple[ServerConfig, ...]) -> Path:
             "its mcp settings are not in [mcp.servers.NAME] tables; edit it by hand",
         )
     home.mkdir(parents=True, exist_ok=True)
-    # Headers often hold tokens: a file that has them is the user's alone (0600), whatever
-    # mode it had; otherwise it keeps its own.
-    secret = any(s.headers for s in servers)
+    # Headers and environments often hold tokens: a file that has them is the user's alone
+    # (0600), whatever mode it had; otherwise it keeps its own.
+    secret = any(s.headers or s.env for s in servers)
     write_file(path, new.encode(), keep_mode=not secret, sync_dir=True)
     return path

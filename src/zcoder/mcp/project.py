@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +53,10 @@ class Project:
 
     def untrusted_line(self) -> str:
         n = len(self.servers)
+        command = f"zcoder mcp trust {shlex.quote(str(self.workspace))}"  # pasted as it is
         return (
             f"{PROJECT_FILE} in {self.workspace} names {n} MCP server{'s' if n != 1 else ''};"
-            f" they do not start until you trust it: zcoder mcp trust {self.workspace}"
+            f" they do not start until you trust it: {command}"
         )
 
 

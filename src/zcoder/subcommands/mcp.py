@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -217,9 +218,9 @@ def _list(home: Path, servers: Sequence[ServerConfig], where: Path) -> int:
     if project.trusted:
         trust = "trusted"
     elif project.changed:
-        trust = f"changed since trusted: zcoder mcp trust {project.workspace}"
+        trust = f"changed since trusted: zcoder mcp trust {shlex.quote(str(project.workspace))}"
     else:
-        trust = f"not trusted: zcoder mcp trust {project.workspace}"
+        trust = f"not trusted: zcoder mcp trust {shlex.quote(str(project.workspace))}"
     taken = {s.name for s in servers}
     source = str(project.workspace / PROJECT_FILE)
     for s in project.servers:
@@ -255,9 +256,10 @@ def run_mcp(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
             return 1
         if ns.action == "get":
             _say(_line(server))
-            for key, value in server.env.items():
-                _say(escape_controls(f"  env {key}={value}"))
-            for key in server.headers:  # its value is often a token
+            # Values are often tokens: only the names are printed.
+            for key in server.env:
+                _say(escape_controls(f"  env {key}=(not shown)"))
+            for key in server.headers:
                 _say(escape_controls(f"  header {key}: (not shown)"))
             return 0
         if ns.action == "test":

@@ -99,6 +99,8 @@ async def test_the_config_file_wins_a_name_clash(dirs: tuple[Path, Path, Path]) 
         ('{"mcpServers": []}', "mcpServers: expected an object"),
         ('{"mcpServers": {"a": {"args": ["x"]}}}', "mcpServers.a: needs exactly one of"),
         ('{"mcpServers": {"a": {"command": "x", "env": {"K": 1}}}}', "a.env: expected an"),
+        ('{"mcpServers": {"a": {"url": "http://h/", "headers": {"A B": "x"}}}}', "not an HTTP"),
+        ('{"mcpServers": {"a": {"command": "x", "headers": {"A": "x"}}}}', "only a url server"),
     ],
 )
 async def test_a_malformed_file_is_one_line_and_not_trusted(
@@ -118,11 +120,12 @@ def test_trust_without_a_file_and_types_other_agents_write(
     home, workspace, _ = dirs
     assert run_mcp(["trust", str(workspace)], {"ZCODER_HOME": str(home)}) == 1
     (workspace / ".mcp.json").write_text(
-        '{"mcpServers": {"a": {"type": "stdio", "command": "x"}, "b": {"url": "http://h/"}}}'
+        '{"mcpServers": {"a": {"type": "stdio", "command": "x"}, "b": {"type": "http", '
+        '"url": "http://h/", "headers": {"Authorization": "Bearer t"}}}}'
     )
     found = read_project(home, workspace)
     assert found is not None and not found.trusted
-    assert [(s.name, s.command, s.url, s.allow) for s in found.servers] == [
-        ("a", "x", "", False),
-        ("b", "", "http://h/", False),
+    assert [(s.name, s.command, s.url, s.allow, s.headers) for s in found.servers] == [
+        ("a", "x", "", False, {}),
+        ("b", "", "http://h/", False, {"Authorization": "Bearer t"}),
     ]

@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_STARTUP_TIMEOUT",
     "ServerConfig",
     "load_servers",
+    "parse_headers",
     "parse_servers",
     "render_servers",
     "save_servers",
@@ -97,7 +98,8 @@ def _string_list(path: Path, where: str, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _headers(path: Path, where: str, table: Any) -> dict[str, str]:
+def parse_headers(path: Path, where: str, table: Any) -> dict[str, str]:
+    """A ``headers`` table checked (HTTP names, one-line string values); ``ConfigError``."""
     if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
         raise _bad(path, where, "expected a table of strings")
     for key, value in table.items():
@@ -126,7 +128,7 @@ def _one(path: Path, name: str, table: Any) -> ServerConfig:
     env = table.get("env", {})
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         raise _bad(path, f"{where}.env", "expected a table of strings")
-    headers = _headers(path, f"{where}.headers", table.get("headers", {}))
+    headers = parse_headers(path, f"{where}.headers", table.get("headers", {}))
     if headers and not url:
         raise _bad(path, f"{where}.headers", "only a url server sends headers")
     flags = {}

@@ -26,7 +26,7 @@ import attrs
 
 from zcoder.atomic_write import write_file
 from zcoder.errors import ConfigError
-from zcoder.mcp.config import NAME, ServerConfig
+from zcoder.mcp.config import NAME, ServerConfig, parse_headers
 
 __all__ = [
     "PROJECT_FILE",
@@ -102,7 +102,13 @@ def parse_project(path: Path, data: bytes) -> tuple[ServerConfig, ...]:
         if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
             raise _bad(path, f"{where}.env", "expected an object of strings")
         args = _strings(path, f"{where}.args", entry.get("args", []))
-        out.append(ServerConfig(name, command=command, args=args, env=dict(env), url=url))
+        # Other agents' .mcp.json carries a url server's auth here: read, never dropped.
+        headers = parse_headers(path, f"{where}.headers", entry.get("headers", {}))
+        if headers and not url:
+            raise _bad(path, f"{where}.headers", "only a url server sends headers")
+        out.append(
+            ServerConfig(name, command=command, args=args, env=dict(env), url=url, headers=headers)
+        )
     return tuple(out)
 
 

@@ -337,6 +337,8 @@ def test_a_relayed_stop_stays_on_the_status_bar_once_the_turn_state_is_ready() -
     narrow = plain(render_status(status, 60))  # the title, model and profile give way
     assert len(narrow) == 60
     assert narrow.rstrip() == " ready · relayed work stopped  relay on (2 waiting)"
+    # Narrower still: the relay part says it, as during a turn, and the count stays.
+    assert plain(render_status(status, 40)).rstrip() == " ready  relay on (2 waiting, stopped)"
     status.warmup = "warming up"
     assert plain(render_status(status, 100)).startswith(" warming up · relayed work stopped  ")
     status.warmup = ""

@@ -86,13 +86,13 @@ def _state_text(status: Status) -> str:
     return f" {label} "
 
 
-def _state_fragments(status: Status) -> StyleAndTextTuples:
+def _state_fragments(status: Status, beside: bool = True) -> StyleAndTextTuples:
     """The turn state; when the app waits for input (``ready``, ``warming up``) while
     relayed work is stopped, ``· relayed work stopped`` follows it, in a colour that asks
     for the user's ``/agents resume``. Otherwise (a turn runs, or ``stopped`` just after
-    the Escape) the relay part says ``stopped``."""
+    the Escape, or ``beside`` is false: no room) the relay part says ``stopped``."""
     state = _state_text(status)
-    if not _says_stopped(status):
+    if not _says_stopped(status, beside):
         return [(_state_style(status.state), state)]
     return [
         (_state_style(status.state), state.rstrip(" ")),
@@ -100,10 +100,10 @@ def _state_fragments(status: Status) -> StyleAndTextTuples:
     ]
 
 
-def _says_stopped(status: Status) -> bool:
+def _says_stopped(status: Status, beside: bool = True) -> bool:
     """Whether the turn state says that relayed work is stopped (then the relay part need
-    not say it again)."""
-    return status.relay_stopped and status.state == "ready"
+    not say it again); ``beside``: whether the bar has room for that."""
+    return beside and status.relay_stopped and status.state == "ready"
 
 
 _SEP = " │ "
@@ -135,7 +135,7 @@ class _Part:
         return f"“{self.text}”" if self.quoted else self.text
 
 
-def _parts(status: Status) -> dict[str, _Part]:
+def _parts(status: Status, beside: bool = True) -> dict[str, _Part]:
     """The parts after the state, by name, in their order on the bar."""
     parts = {
         "model": _Part(model_label(status.model), least=_MODEL_MIN),
@@ -158,18 +158,18 @@ def _parts(status: Status) -> dict[str, _Part]:
             why = " for the model" if status.relay_waits_model else ""
             said.append(f"{status.relay_queued} waiting{why}")
         # Even with none waiting: a new one would not start either.
-        if status.relay_stopped and not _says_stopped(status):
+        if status.relay_stopped and not _says_stopped(status, beside):
             said.append("stopped")
         parts["relay"] = _Part(f"{relay} ({', '.join(said)})" if said else relay)
     return parts
 
 
-def _fit(status: Status, room: int) -> list[_Part]:
+def _fit(status: Status, room: int, beside: bool = True) -> list[_Part]:
     """The parts that fit in ``room`` columns. The model name gives way first, then the
     session title: shortened, then left out; then the context fill and the profile. The
     turn (``relayed from``), the grant, the queue and the relay stay (a terminal too narrow
     even for those cuts the line's end)."""
-    parts = _parts(status)
+    parts = _parts(status, beside)
 
     def over() -> int:
         shown = parts.values()
@@ -192,8 +192,16 @@ def render_status(status: Status, width: int = 100) -> StyleAndTextTuples:
     head = _state_fragments(status)
     state = "".join(t for _, t, *_ in head)
     room = max(width - _cells(state) - 2, 10)
+    parts = _fit(status, room)
+    if sum(_cells(p.shown) + len(_SEP) for p in parts) - len(_SEP) > room:
+        # No room for ``relayed work stopped`` beside the state and the queue: the relay
+        # part says ``stopped`` instead, as during a turn, and the waiting count stays.
+        head = _state_fragments(status, beside=False)
+        state = "".join(t for _, t, *_ in head)
+        room = max(width - _cells(state) - 2, 10)
+        parts = _fit(status, room, beside=False)
     rest: StyleAndTextTuples = []
-    for n, part in enumerate(_fit(status, room)):
+    for n, part in enumerate(parts):
         rest += [("class:status", _SEP)] if n else []
         rest.append((part.style, part.shown))
     used = sum(_cells(t) for _, t, *_ in rest)

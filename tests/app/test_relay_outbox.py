@@ -218,6 +218,13 @@ def test_each_session_has_its_own_sent_list_and_receipts_still_reach_the_others(
     assert line.startswith(f"  1. {mid} → {WHO} · completed ·")
 
 
+def test_a_long_first_line_is_cut_with_an_ellipsis_in_the_list() -> None:
+    box = outbox()
+    sent(box, 1, "explain why each of the failing tests fails and what would fix it, in order")
+    (line,) = box.sent_lines()
+    assert line.endswith(" · explain why each of the failing tests fails and what would…")
+
+
 def test_changed_says_when_no_file_was_edited() -> None:
     assert changed_line("a.py\nb.py") == "Changed: a.py, b.py"
     assert changed_line(f"a.py\n{COMMANDS_NOTE}") == f"Changed: a.py {COMMANDS_NOTE}"

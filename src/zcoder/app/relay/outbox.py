@@ -65,6 +65,7 @@ NO_RECEIPTS = "this peer sends no receipts"
 GONE_NOTE = "the receiver exited without reporting how it ended"
 EARLIER = "last known: sent by an earlier run, whose receipts cannot reach this one"
 _NAME_CHARS = 40
+_LIST_CHARS = 60  # a row of /agents sent
 _DOING = {
     "held": "holds your message {m} for its user",
     "started": "started your message {m}",
@@ -89,12 +90,17 @@ def _first_line(text: str) -> str:
     return next((one_line(line, 160) for line in text.splitlines() if line.strip()), "")
 
 
+def _first_words(sent: Sent, chars: int) -> str:
+    """Its first line in at most ``chars`` characters, ending in ``…`` when cut."""
+    words = one_line(sent.first_line)
+    if len(words) > chars:
+        words = words[: chars - 1].rstrip() + "…"
+    return escape_controls(words)
+
+
 def naming(sent: Sent) -> str:
     """``#3 "update weeklyDigest.ts…"``: its number in ``/agents sent`` and first words."""
-    words = one_line(sent.first_line)
-    if len(words) > _NAME_CHARS:
-        words = words[: _NAME_CHARS - 1].rstrip() + "…"
-    return f'#{sent.number} "{escape_controls(words)}"'
+    return f'#{sent.number} "{_first_words(sent, _NAME_CHARS)}"'
 
 
 def headline(sent: Sent) -> str:
@@ -304,7 +310,7 @@ class RelayOutbox:
                 state = f"{state} ({EARLIER})"
             lines.append(
                 f"{sent.number:>3}. {sent.message_id} → {sent.target} · {state} · "
-                f"{_age(now - sent.updated_at)} · {escape_controls(sent.first_line[:60])}"
+                f"{_age(now - sent.updated_at)} · {_first_words(sent, _LIST_CHARS)}"
             )
         return lines
 

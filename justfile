@@ -8,11 +8,12 @@ lint:
     ruff format --check src tests bench
     mypy
 
-# the whole test suite, a file to a worker process (a file's shared servers start once)
-# and a worker a core (at most 4); -p no:benchmark: pytest-benchmark, where installed,
-# warns that xdist disables it, and warnings are errors here
+# the whole test suite, a worker process a core (at most 4); the real-model tests keep to
+# one worker (the xdist_group "realmodel": their llama.cpp servers would starve each other),
+# the others go a test at a time to whichever worker is free; -p no:benchmark:
+# pytest-benchmark, where installed, warns that xdist disables it, and warnings are errors
 test *ARGS:
-    python -m pytest -n auto --maxprocesses 4 --dist loadfile -p no:benchmark {{ARGS}}
+    python -m pytest -n auto --maxprocesses 4 --dist loadgroup -p no:benchmark {{ARGS}}
 
 # Sphinx docs, warnings are errors
 docs:

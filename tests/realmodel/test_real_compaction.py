@@ -42,14 +42,14 @@ from zcoder.conversation import TranscriptEvent
 from zcoder.relay.outbox import Sent
 from zcoder.session.data import Session, parse_session
 
-pytestmark = [pytest.mark.realmodel, pytest.mark.xdist_group("realmodel"), pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.realmodel, pytest.mark.xdist_group("realmodel"), pytest.mark.timeout(600)]
 
 N_CTX = 2048
 TASKS = 14
 # The tasks come from several senders, as from several instances of one user.
 PER_SENDER = 5
 OUTPUT_CAP = 16  # replies stay short: the time goes into the prompts, as in the failure
-TASK_DEADLINE = 90.0  # a task not settled by then is stuck
+TASK_DEADLINE = 150.0  # a task not settled by then is stuck (a compaction under load: 50 s)
 MAX_CHARS = 40000  # the relay's message limit, on both sides, for the oversized task
 OVERFLOW = "exceeds the available context size"  # llama.cpp's context error
 # llama.cpp's log lines (info level) of each request ("task") it served.
@@ -283,8 +283,10 @@ async def test_relayed_tasks_pass_the_window_and_a_task_too_large_fails_alone(
         tasks = [await senders.send(f"task {n + 1}", task(n)) for n in range(TASKS)]
         wall = time.monotonic() - began
         settled = recv.session()
+        log_big = len(server.full_log())
         big = await senders.send("oversized task", oversized_task())
         refused = recv.session()
+        on_big = ServerFacts.of(server.full_log()[log_big:])
         after = await senders.send("the task after it", task(TASKS))
         # Nothing is left waiting: the status bar says "relay on" without "(N waiting)".
         await trio.to_thread.run_sync(
@@ -318,7 +320,7 @@ async def test_relayed_tasks_pass_the_window_and_a_task_too_large_fails_alone(
     # 2. The task larger than the window failed at once, naming the window: no summary
     # was spent on it and it left the history as it was; the next one ran.
     assert big.state == "failed" and f"{N_CTX:,}-token context window" in big.detail
-    assert big.seconds < 30, big.seconds
+    assert on_big.requests == 0, on_big  # refused before any request, so at once
     assert refused.history == settled.history
     assert compactions(refused) == compactions(settled)
     assert after.ran, (after.state, after.detail)

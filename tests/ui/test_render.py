@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import attrs
+import pytest
 from prompt_toolkit.formatted_text import StyleAndTextTuples, to_plain_text
 from prompt_toolkit.utils import get_cwidth
 
@@ -79,6 +80,22 @@ def test_markdown_headings_lists_emphasis_and_code() -> None:
     assert " class:md.strong" in styles_of(frags, "bold")
     assert " class:md.em" in styles_of(frags, "em")
     assert " class:md.code" in styles_of(frags, "code")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["def __init__(self)", "see __init__.py", "The mcp__demo__add tool", "a__b__c", "__all__"],
+)
+def test_dunder_names_and_underscores_inside_words_are_text(text: str) -> None:
+    frags = render_markdown(text)
+    assert plain(frags) == text + "\n"  # not **init** nor mcpdemoadd
+    assert all("md.strong" not in style for style, *_ in frags)
+
+
+def test_underscore_strong_still_marks_words_in_prose() -> None:
+    frags = render_markdown("a __really important__ step")
+    assert plain(frags) == "a really important step\n"
+    assert " class:md.strong" in styles_of(frags, "really important")
 
 
 def test_fenced_code_is_highlighted_with_pygments() -> None:

@@ -30,7 +30,9 @@ _RULE = re.compile(r"^\s*([-*_])(\s*\1){2,}\s*$")
 _INLINE = re.compile(
     r"(`+)(?P<code>.+?)\1"
     r"|\*\*(?P<strong>[^*\n]+?)\*\*"
-    r"|__(?P<strong2>[^_\n]+?)__"
+    # Not inside a word (``mcp__demo__add``), and not a lone identifier: ``__init__`` is a
+    # dunder name in a coding agent's prose far more often than bold.
+    r"|(?<![\w_])__(?!\w+__(?![\w_]))(?P<strong2>[^_\s][^_\n]*?)__(?![\w_])"
     r"|(?<![\w*])\*(?P<em>[^*\s][^*\n]*?)\*(?!\w)"
     r"|(?<![\w_])_(?P<em2>[^_\s][^_\n]*?)_(?!\w)"
     r"|\[(?P<label>[^\]\n]+)\]\((?P<url>[^)\s]+)\)"

@@ -182,6 +182,16 @@ class Config:
     # then sets ``host``; until then ``host`` is "".
     gguf: Path | None = None
 
+    def resume_command(self, session_id: str) -> str:
+        """How to reopen ``session_id``: with ``--gguf FILE`` when zcoder started the model
+        server for this run (the session's saved host was that server's, gone with it)."""
+        command = f"zcoder --resume {session_id}"
+        if self.gguf is None:
+            return command
+        import shlex  # only here: the command line of a --gguf run
+
+        return f"{command} --gguf {shlex.quote(str(self.gguf))}"
+
 
 def normalize_host(value: str) -> str:
     """Accept what Ollama's own client accepts in ``OLLAMA_HOST``: ``http(s)://host[:port]``,

@@ -13,12 +13,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
+from tests.agent.doubles import make_config
 from tests.fakes.ollama_server import FakeOllama
 from zcoder.agent.loop import STOP_MARKER
 from zcoder.conversation import Message
-from zcoder.oneshot.run import resume_hint
+from zcoder.oneshot.output import resume_line
 from zcoder.session.store import SessionStore
 
 MODEL = "qwen3-coder:latest"
@@ -279,18 +281,28 @@ def test_stdout_reader_going_away_does_not_break_the_turn(workspace: Path) -> No
         store.release(session)
 
 
-def test_resume_hint_only_for_a_saved_session(tmp_path: Path) -> None:
+def test_a_session_counts_as_saved_once_a_model_answered(tmp_path: Path) -> None:
     store = SessionStore(tmp_path / "home", tmp_path, "coding")
     session = store.create(MODEL)
-    assert resume_hint(store, session) == ""
+    assert not store.is_saved(session.id)
     session.history.append(Message("user", "q"))
     store.save(session)
-    assert resume_hint(store, session) == ""  # no model answered: nothing to resume
+    assert not store.is_saved(session.id)  # no model answered: nothing to resume
     session.history.append(Message("assistant", "a"))
     store.save(session)
-    expected = f"session: {session.id} (resume with: zcoder --resume {session.id})\n"
-    assert resume_hint(store, session) == expected
+    assert store.is_saved(session.id)
     store.release(session)
+
+
+def test_the_resume_line_names_the_gguf_file_of_a_run_that_started_its_server(
+    tmp_path: Path,
+) -> None:
+    plain = make_config(tmp_path)
+    assert resume_line(plain, "1-2") == "session: 1-2 (resume with: zcoder --resume 1-2)\n"
+    gguf = attrs.evolve(plain, gguf=tmp_path / "my models" / "m.gguf")
+    assert resume_line(gguf, "1-2") == (
+        f"session: 1-2 (resume with: zcoder --resume 1-2 --gguf '{tmp_path}/my models/m.gguf')\n"
+    )
 
 
 def test_debug_log_records_the_turn(workspace: Path, tmp_path: Path) -> None:

@@ -61,6 +61,7 @@ class _Exit:
 
     reason: str = "user"
     session_id: str = ""
+    resume: str = ""  # the command that reopens it (``Config.resume_command``)
     saved: bool = False
     crash: BaseException | None = None
     request: Any = None  # set once Trio is up: callable(reason) that asks for the exit
@@ -90,7 +91,7 @@ def _report(state: _Exit) -> int:
             traceback.print_exception(state.crash, file=sys.stderr)
         if state.saved:
             sid = state.session_id
-            sys.stdout.write(f"Session {sid} saved. Resume with: zcoder --resume {sid}\n")
+            sys.stdout.write(f"Session {sid} saved. Resume with: {state.resume}\n")
         sys.stdout.write(_dropped_lines(state.dropped, told=state.told))
         sys.stdout.flush()
     except OSError:
@@ -255,6 +256,7 @@ async def _trio_main(
             await _run_root(config, core, terminal, controller, state, choice)
         finally:
             state.session_id, state.saved = core.backend.close()
+            state.resume = config.resume_command(state.session_id)
 
 
 def _described(backend: AgentBackend, option: str) -> str:

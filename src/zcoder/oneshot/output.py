@@ -26,16 +26,17 @@ from zcoder.text.visible import escape_controls
 __all__ = ["JsonOutput", "Output", "TextOutput", "open_output", "resume_line"]
 
 
-def resume_line(session_id: str) -> str:
-    return f"session: {session_id} (resume with: zcoder --resume {session_id})\n"
+def resume_line(config: Config, session_id: str) -> str:
+    return f"session: {session_id} (resume with: {config.resume_command(session_id)})\n"
 
 
 class TextOutput:
     """The answer on stdout as it streams; everything else on stderr."""
 
-    def __init__(self, out: TextIO, err: TextIO) -> None:
+    def __init__(self, out: TextIO, err: TextIO, config: Config) -> None:
         self.sink: TurnSink = StreamSink(out, err)
         self._err = err
+        self._config = config
 
     def note(self, line: str) -> None:
         self._err.write(f"zcoder: {line}\n")
@@ -54,7 +55,7 @@ class TextOutput:
             assert isinstance(self.sink, StreamSink)
             self.sink.close()
         if session_id is not None:
-            self._err.write(resume_line(session_id))
+            self._err.write(resume_line(self._config, session_id))
             self._err.flush()
 
     def failed(self, message: str, exit_code: int, status: OutcomeStatus = "error") -> int:
@@ -165,5 +166,5 @@ Output = TextOutput | JsonOutput
 
 def open_output(config: Config, out: TextIO, err: TextIO) -> Output:
     if config.output_format == "text":
-        return TextOutput(out, err)
+        return TextOutput(out, err, config)
     return JsonOutput(out, err, config, stream=config.output_format == "stream-json")

@@ -32,7 +32,7 @@ from zcoder.agent.connect import choose_server, make_client
 from zcoder.config import Config
 from zcoder.errors import ConfigError, SessionError
 from zcoder.mcp.link import McpLink
-from zcoder.oneshot.output import Output, open_output, resume_line
+from zcoder.oneshot.output import Output, open_output
 from zcoder.oneshot.terminal import TtyApprover
 from zcoder.oneshot.usage import MeteredClient
 from zcoder.prepare import PreparedRun, prepare_run, settle_resume, take_server_choice
@@ -41,7 +41,7 @@ from zcoder.text.visible import escape_controls
 from zcoder.tools.base import Tool
 from zcoder.tools.registry import Toolbox, core_tools
 
-__all__ = ["exit_status", "resume_hint", "run_oneshot"]
+__all__ = ["exit_status", "run_oneshot"]
 
 _SIGNAL_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
@@ -111,14 +111,6 @@ async def _main(config: Config, run: PreparedRun, output: Output) -> int:
         saved = run.store.is_saved(run.session.id)
         outcome, status = ended or (None, 1)
         output.ended(outcome, status, run.session.id if saved else None)
-
-
-def resume_hint(store: SessionStore, session: Session) -> str:
-    """The closing line naming the session; none for a session that was never saved (say,
-    Ctrl-C before the turn began), since there is nothing to resume."""
-    if not store.is_saved(session.id):
-        return ""
-    return resume_line(session.id)
 
 
 async def _run(

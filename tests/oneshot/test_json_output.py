@@ -8,9 +8,10 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -19,7 +20,7 @@ from zcoder.agent.model import ChatChunk
 from zcoder.conversation import ToolResult
 from zcoder.live import ToolUpdate
 from zcoder.oneshot.records import Report
-from zcoder.oneshot.usage import Usage
+from zcoder.oneshot.usage import MeteredClient, Usage
 
 MODEL = "qwen3-coder:latest"
 
@@ -379,6 +380,32 @@ def test_report_counts_only_what_the_server_reported() -> None:
     usage.add(ChatChunk(done=True, prompt_eval_count=10, eval_count=3))
     usage.add(ChatChunk(done=True, prompt_eval_count=5))
     assert usage.record() == {"requests": 3, "prompt_tokens": 15, "output_tokens": 3}
+
+
+class _TwoChunks:
+    """A model client whose replies stream two pieces and would end with counts."""
+
+    @asynccontextmanager
+    async def stream_chat(self, request: Any) -> AsyncIterator[AsyncIterator[ChatChunk]]:
+        async def chunks() -> AsyncGenerator[ChatChunk]:
+            yield ChatChunk(content="a")
+            yield ChatChunk(done=True, prompt_eval_count=7, eval_count=1)
+
+        async with aclosing(chunks()) as stream:  # as a real client closes its stream
+            yield stream
+
+
+async def test_a_reply_cut_off_before_its_counts_is_still_a_request() -> None:
+    usage = Usage()
+    client = MeteredClient(cast(Any, _TwoChunks()), usage.add)
+    async with client.stream_chat(cast(Any, None)) as chunks:
+        async for chunk in chunks:
+            assert chunk.content == "a"
+            break  # the loop guard or Escape stops reading here
+    assert usage.record() == {"requests": 1, "prompt_tokens": None, "output_tokens": None}
+    async with client.stream_chat(cast(Any, None)) as chunks:
+        assert [c.done async for c in chunks] == [False, True]  # read whole: counted once
+    assert usage.record() == {"requests": 2, "prompt_tokens": 7, "output_tokens": 1}
 
 
 def test_report_names_changed_files_inside_and_outside_the_workspace(tmp_path: Path) -> None:

@@ -58,6 +58,7 @@ class _Counted:
     def __init__(self, chunks: AsyncIterator[ChatChunk], on_done: Callable[[ChatChunk], None]):
         self._chunks = chunks
         self._on_done = on_done
+        self.finished = False  # its ``done`` chunk came
 
     def __aiter__(self) -> _Counted:
         return self
@@ -65,12 +66,15 @@ class _Counted:
     async def __anext__(self) -> ChatChunk:
         chunk = await self._chunks.__anext__()
         if chunk.done:
+            self.finished = True
             self._on_done(chunk)
         return chunk
 
 
 class MeteredClient(ClientWrapper):
-    """A ``ModelClient`` that reports every finished reply (compaction requests too)."""
+    """A ``ModelClient`` that reports every reply (compaction requests too): its ``done``
+    chunk, or, for a reply cut off before it (Escape, the loop guard), a ``done`` chunk
+    with no counts: the server served the request, how much of it is not known."""
 
     def __init__(self, inner: ModelClient, on_done: Callable[[ChatChunk], None]) -> None:
         super().__init__(inner)
@@ -79,4 +83,9 @@ class MeteredClient(ClientWrapper):
     @asynccontextmanager
     async def stream_chat(self, request: ChatRequest) -> AsyncIterator[AsyncIterator[ChatChunk]]:
         async with self._inner.stream_chat(request) as chunks:
-            yield _Counted(chunks, self._on_done)
+            counted = _Counted(chunks, self._on_done)
+            try:
+                yield counted
+            finally:
+                if not counted.finished:
+                    self._on_done(ChatChunk(done=True))

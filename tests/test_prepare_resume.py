@@ -156,9 +156,9 @@ def test_a_given_profile_that_does_not_hold_it_says_which_does(
     assert got.profile == "sysadmin" and got.command_policy == "ask"
 
 
-def test_an_unknown_id_is_left_to_the_open(tmp_path: Path, dirs: tuple[Path, Path]) -> None:
+def test_a_malformed_id_is_left_to_the_open(tmp_path: Path, dirs: tuple[Path, Path]) -> None:
     ws, _ = dirs
-    config = _config(tmp_path, ws, resume="1796142019_08288")
+    config = _config(tmp_path, ws, resume="../x")
     assert settle_resume(config) == config
     assert find_session(tmp_path / "zh", "../x") == []
 
@@ -181,3 +181,13 @@ def test_a_session_saved_before_agent_names_were_kept_resumes_without_one(
     ws, _ = dirs
     sid = _saved(tmp_path, ws)
     assert settle_resume(_config(tmp_path, ws, resume=sid)).agent_name == ""
+
+
+def test_an_id_saved_nowhere_says_so_not_only_for_this_workspace(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    ws, _ = dirs
+    _saved(tmp_path, ws)  # another session exists: the id is still unknown
+    with pytest.raises(SessionNotFound) as caught:
+        settle_resume(_config(tmp_path, ws, resume="1_99999"))
+    assert str(caught.value) == "no saved session 1_99999 in any workspace or profile"

@@ -29,7 +29,7 @@ from zcoder.config import APIS, PROFILES, Config, normalize_host
 from zcoder.errors import ConfigError, SessionError, SessionNotFound
 from zcoder.logfile import install_log
 from zcoder.relay.names import agent_name_problem
-from zcoder.session.store import Session, SessionStore, find_session
+from zcoder.session.store import Session, SessionStore, find_session, is_session_id
 from zcoder.text.visible import escape_controls
 
 __all__ = [
@@ -118,7 +118,8 @@ def settle_resume(config: Config) -> Config:
     environment variable did not fix) in the others: found in one, the run moves there
     (``resume_note`` says so). Raises ``SessionNotFound`` when the id is saved only for a
     workspace or profile the flags exclude, saying which and the command that opens it.
-    An id saved nowhere, or a damaged file, is left for ``prepare_run`` to report.
+    An id saved nowhere raises ``SessionNotFound`` too; a damaged file is left for
+    ``prepare_run`` to report.
     """
     if not config.resume:
         return config
@@ -157,8 +158,12 @@ def _move_to_session(config: Config, sid: str) -> Config:
             profile=profile,
             resume_note=note if fits[0] != (str(config.workspace), config.profile) else "",
         )
+    if not scopes and is_session_id(sid):
+        # Saved nowhere: said whole here (prepare_run's open would name only this
+        # workspace, as if the others had not been looked in).
+        raise SessionNotFound(f"no saved session {sid} in any workspace or profile")
     if not scopes:
-        return config
+        return config  # not an id at all: prepare_run's open says what one is
     raise SessionNotFound(_elsewhere(sid, scopes))
 
 

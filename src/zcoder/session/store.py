@@ -59,14 +59,20 @@ __all__ = [
     "SessionStore",
     "SessionSummary",
     "find_session",
+    "is_session_id",
     "title_from_prompt",
 ]
 
 _ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
+def is_session_id(text: str) -> bool:
+    """Whether ``text`` has the form of a session id (letters, digits, ``_``, ``-``)."""
+    return _ID.fullmatch(text) is not None
+
+
 def _check_id(session_id: str) -> None:
-    if not isinstance(session_id, str) or not _ID.fullmatch(session_id):
+    if not isinstance(session_id, str) or not is_session_id(session_id):
         raise SessionNotFound(
             f"no session {session_id!r}: a session id has only letters, digits, '_' and '-'"
         )

@@ -26,6 +26,8 @@ _EPILOG = """\
 commands:
   zcoder agents [--json]   list the other live zcoder instances of this user on this machine
   zcoder config [OPTIONS]  print the effective settings and where each came from
+  zcoder mcp ACTION        MCP servers: add, list, get, test, enable, disable, remove,
+                           trust, untrust (zcoder mcp --help)
 
 model server:
   With no --host (nor ZCODER_HOST, OLLAMA_HOST) zcoder looks on 127.0.0.1 for Ollama

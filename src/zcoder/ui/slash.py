@@ -50,8 +50,8 @@ _ACTIONS = "the actions: pause, resume, hold, accept, inbox, approve N, deny N, 
 
 
 _OTHER_TEXT = (
-    "Other text goes to the model, paths too (/etc/hosts is odd); an unknown /word is "
-    "answered, not sent: //word sends /word."
+    "Other text goes to the model, a path too (/etc/hosts is odd); an unknown /word "
+    "alone is answered as a typo, not sent: //word sends /word."
 )
 
 

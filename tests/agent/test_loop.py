@@ -462,12 +462,12 @@ async def test_length_cut_is_reported(tmp_path: Path) -> None:
         (
             ServerUnavailable("refused"),
             "Ollama is not reachable at http://127.0.0.1:9: is `ollama serve` running? "
-            "(or use --host)",
+            "(or point --host at the server that runs)",
         ),
         (
             ServerUnavailable("cannot reach", reason="Server disconnected\nwithout a response"),
             "Ollama is not reachable at http://127.0.0.1:9 (Server disconnected without a "
-            "response): is `ollama serve` running? (or use --host)",
+            "response): is `ollama serve` running? (or point --host at the server that runs)",
         ),
         (ModelHTTPError(404, "model 'm' not found"), "model 'm' not found: run `ollama pull m`"),
         (ModelHTTPError(500, "boom\nsecond line"), "Ollama error (HTTP 500): boom second line"),

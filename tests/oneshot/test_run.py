@@ -142,7 +142,7 @@ def test_server_down_is_one_line_and_exit_1(workspace: Path) -> None:
     lines = done.stderr.splitlines()
     assert re.fullmatch(
         rf"zcoder: Ollama is not reachable at {re.escape(url)} \(\w[^()]*\): "
-        r"is `ollama serve` running\? \(or use --host\)",
+        r"is `ollama serve` running\? \(or point --host at the server that runs\)",
         lines[0],
     ), lines[0]
     # no model answered: no session is left behind and none is offered to resume

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import textwrap
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -558,13 +559,19 @@ def test_warmup_runs_at_start_and_the_first_prompt_cancels_it() -> None:
 
 def test_a_server_problem_is_one_line_and_the_app_stays_usable() -> None:
     backend = FakeBackend()
-    problem = "Ollama is not reachable at http://x:1: is `ollama serve` running? (or use --host)"
+    problem = (
+        "Ollama is not reachable at http://x:1: is `ollama serve` running? "
+        "(or point --host at the server that runs)"
+    )
     backend.check_problem = problem
 
     async def body(h: Harness) -> None:
         # Word-wrapped at the 80 columns of DummyOutput, never inside a word.
-        wrapped = problem.replace(" --host)", "\n  --host)")
-        await h.until(lambda: f"✗ {wrapped}\n" in h.output)
+        wrapped = textwrap.fill(
+            problem, 80, initial_indent="✗ ", subsequent_indent="  ", break_on_hyphens=False
+        )
+        assert "\n" in wrapped  # the case: a line longer than the terminal
+        await h.until(lambda: f"{wrapped}\n" in h.output)
         assert h.terminal.status.state == "offline"
         assert h.backend.warmups == []
         h.keys("/help\r")

@@ -489,12 +489,12 @@ def test_wrapped_rows_neither_end_nor_start_with_blanks() -> None:
 def test_error_and_notice_lines_wrap_at_word_boundaries() -> None:
     text = (
         "Ollama is not reachable at http://127.0.0.1:44635 (connection refused): "
-        "is `ollama serve` running? (or use --host)"
+        "is `ollama serve` running? (or point --host at the server that runs)"
     )
     lines = plain(render_event(TranscriptEvent("error", text), width=80)).split("\n")
     assert lines == [
         "✗ Ollama is not reachable at http://127.0.0.1:44635 (connection refused): is",
-        "  `ollama serve` running? (or use --host)",
+        "  `ollama serve` running? (or point --host at the server that runs)",
         "",
     ]
     notice = plain(

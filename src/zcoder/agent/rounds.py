@@ -56,7 +56,8 @@ def describe_model_error(exc: ModelError, host: str, model: str) -> str:
     if isinstance(exc, ServerUnavailable):
         # The cause tells "nothing listens" from "something else answered on that port".
         why = f" ({_one_line(exc.reason, 120)})" if exc.reason else ""
-        return f"{kind} is not reachable at {host}{why}: {start_fix(kind)} (or use --host)"
+        where = "(or point --host at the server that runs)"
+        return f"{kind} is not reachable at {host}{why}: {start_fix(kind)} {where}"
     if isinstance(exc, ModelHTTPError):
         return _describe_http(exc, kind, host, model)
     prefix = {

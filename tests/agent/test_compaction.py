@@ -19,6 +19,7 @@ import pytest
 from tests.agent.test_loop import assert_history_valid
 from zcoder.agent.compaction import (
     KEEP_EXCHANGES,
+    MIN_SUMMARISED,
     SUMMARY_ACK,
     Plan,
     Sizes,
@@ -520,3 +521,32 @@ def test_relayed_tasks_survive_a_second_compaction() -> None:
     )
     third = compacted_history("Summary two.", again.ledger, second[again.keep_from :])
     assert ledger_total(plan_compaction(third, sizes, force=True).ledger) == 20
+
+
+def test_a_history_smaller_than_its_record_is_never_summarised() -> None:
+    # The reported case: a 4,096 window, the fixed part estimated at 3,386 (its schemas
+    # dropped by the template, so never measured yet), and 24 tokens of history: a stopped
+    # first turn and the new prompt. A summary at its cap (512) would only add to it.
+    sizes = Sizes(Calibration(), Budget(Window(4096), compact_at=80, output_cap=4096), 2944)
+    history = [user("hello there"), answer(STOP_MARKER), user("now what is in a.py")]
+    assert sizes.budget.needs_compaction(sizes.prompt(history))
+    plan = plan_compaction(history, sizes)
+    assert not plan.summarises and plan.chunks == ()
+    assert not plan.changes and plan.after == plan.before
+    # by hand the model is still asked: its record may come out shorter than the cap
+    assert plan_compaction(history, sizes, force=True).summarises
+
+
+def test_a_part_under_the_floor_is_not_summarised_even_by_a_small_cap() -> None:
+    # A tiny output cap makes the record cheap (64 tokens), but a part under the floor is
+    # still not worth a model call; just over it, it is.
+    budget = Budget(Window(4096), compact_at=80, output_cap=64)
+    sizes = Sizes(Calibration(), budget, 3000)
+    assert sizes.summary_cap == 64
+    older = [user("a" * 300), answer("b" * 300)]
+    assert sizes.part(older) < MIN_SUMMARISED
+    history = [*older, user("now")]
+    assert not plan_compaction(history, sizes).summarises
+    older = [user("a" * 600), answer("b" * 600)]
+    assert sizes.part(older) >= MIN_SUMMARISED
+    assert plan_compaction([*older, user("now")], sizes).summarises

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tests.agent.test_loop import make_rig, user
 from zcoder.agent.model import ChatChunk
+from zcoder.conversation import Message
 
 
 def _counted(tokens: int, answer: str = "ok") -> list[ChatChunk]:
@@ -56,3 +57,10 @@ async def test_no_mcp_lines_without_mcp_tools(tmp_path: Path) -> None:
     rig = make_rig(tmp_path, [_counted(700)], context_window=4096)
     await rig.agent.run_turn(user("hello"))
     assert not any("mcp" in line for line in await rig.agent.context_lines())
+
+
+async def test_one_message_is_not_counted_as_messages(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path, [_counted(700)], context_window=4096)
+    rig.session.history[:] = [Message(role="user", content="hello")]
+    history = next(line for line in await rig.agent.context_lines() if "history" in line)
+    assert history.endswith(" in 1 message")

@@ -212,7 +212,9 @@ async def test_one_message_larger_than_the_window_ends_its_turn_at_once(
         # none: the error says so rather than name a window that is not the server's.
         assert "zcoder assumed 16,384 tokens, zcoder's default" in huge.error
         assert "the input length exceeds the context length" in huge.error
-        assert len(during) == 2  # the step, and once more after compacting
+        # the system prompt and tools counted (the estimate said to compact), the step,
+        # and once more after compacting
+        assert len(during) == 3
     else:
         assert f"the model's {WINDOW:,}-token context window" in huge.error
         # Warm, nothing is sent; cold, only the system prompt and tools, to be counted.

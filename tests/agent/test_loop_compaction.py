@@ -12,7 +12,7 @@ import pytest
 import trio
 import trio.testing
 
-from tests.agent.doubles import HANG, Reply, call, text, tools
+from tests.agent.doubles import HANG, FakeToolbox, Reply, call, text, tools
 from tests.agent.test_loop import SENDER, Rig, assert_history_valid, make_rig, user
 from zcoder.agent.agent import TurnOutcome, TurnRequest
 from zcoder.agent.compaction import SUMMARY_ACK, SUMMARY_OPEN
@@ -86,7 +86,10 @@ async def test_a_history_past_the_threshold_is_compacted_before_the_request(
     rig = rig_with(tmp_path, [text("Fixed.")], before, text(SUMMARY), context_window=4096)
     outcome = await rig.agent.run_turn(user("now fix the parser"))
     assert outcome.status == "answered" and outcome.text == "Fixed."
-    *summaries, real = rig.client.requests
+    # only an estimate says to compact: the fixed part is counted first (this server
+    # counts nothing, so the estimate stands)
+    probe, *summaries, real = rig.client.requests
+    assert probe.num_predict == 1 and [m.role for m in probe.messages] == ["system", "user"]
     assert summaries and not is_summary_request(real)
     for n, summary in enumerate(summaries):
         check_summary_request(summary, cap=512)
@@ -203,7 +206,8 @@ async def test_a_relayed_task_too_large_for_the_window_is_refused(tmp_path: Path
 
 async def test_escape_during_a_compaction_leaves_the_history_as_it_was(tmp_path: Path) -> None:
     before = past(8, 1200)
-    rig = rig_with(tmp_path, [[ChatChunk(content="Requests: "), HANG]], before, context_window=4096)
+    script = [text(""), [ChatChunk(content="Requests: "), HANG]]  # the fixed part counted
+    rig = rig_with(tmp_path, script, before, context_window=4096)
 
     async def escape() -> None:
         await rig.sink.watch(
@@ -217,7 +221,7 @@ async def test_escape_during_a_compaction_leaves_the_history_as_it_was(tmp_path:
         nursery.start_soon(escape)
         outcome = await rig.agent.run_turn(user("now fix the parser"))
     assert outcome.status == "cancelled"
-    [summary] = rig.client.requests
+    _, summary = rig.client.requests
     assert is_summary_request(summary)
     assert rig.client.open_streams == 0
     assert rig.session.history == [
@@ -257,14 +261,16 @@ async def test_nothing_to_compact_by_hand(tmp_path: Path) -> None:
 
 async def test_a_record_longer_than_what_it_replaces_is_not_kept(tmp_path: Path) -> None:
     # Two short exchanges and a model that writes at length: the compaction would grow the
-    # history, so it leaves it as it was and says there was nothing to gain.
+    # history, so it leaves it as it was and says why, in one line.
     before = past(3, 20)
     rig = rig_with(tmp_path, [], before, text("word " * 900), context_window=8192)
     assert not await rig.agent.compact()
     assert rig.session.history == before
     assert compacted_notes(rig) == []
-    notes = [e for e in rig.sink.events if isinstance(e, Entry)]
-    assert any("Nothing to compact" in e.event.text for e in notes)
+    notes = [e.event.text for e in rig.sink.events if isinstance(e, Entry)]
+    assert notes == [
+        "compaction skipped: the summary would not be smaller than the 4 messages it replaces"
+    ]
 
 
 async def test_escape_during_compact_by_hand_changes_nothing(tmp_path: Path) -> None:
@@ -292,10 +298,11 @@ async def test_a_failed_summary_falls_back_to_zcoders_own_record(tmp_path: Path)
     ]
     for failure in failures:
         before = past(8, 1200)
-        rig = rig_with(tmp_path, [failure, text("Fixed.")], before, context_window=4096)
+        script = [text(""), failure, text("Fixed.")]  # the count of the fixed part first
+        rig = rig_with(tmp_path, script, before, context_window=4096)
         outcome = await rig.agent.run_turn(user("now fix the parser"))
         assert outcome.status == "answered" and outcome.text == "Fixed."
-        summary, real = rig.client.requests
+        _, summary, real = rig.client.requests
         assert is_summary_request(summary) and not is_summary_request(real)
         record = rig.session.history[0].content
         assert record.startswith(SUMMARY_OPEN)
@@ -355,7 +362,21 @@ async def test_a_context_error_after_a_step_that_got_through_is_compacted_again(
     rig = rig_with(tmp_path, replies, past(5, 1200), text(SUMMARY), context_window=8192)
     outcome = await rig.agent.run_turn(user("fix a.py"))
     assert outcome.status == "answered" and outcome.text == "Done."
-    assert len(compacted_notes(rig)) == 2
+    # Compacted again: the second time the model's record (the same words) replaces only
+    # the first record, so the history is kept as it was and the line says so.
+    assert [is_summary_request(r) for r in rig.client.requests] == [
+        False,
+        True,
+        False,
+        False,
+        True,
+        False,
+    ]
+    notes = [e.text for e in rig.session.events if e.role == "system"]
+    assert len(notes) == 2 and notes[0].startswith("compacted 16 messages")
+    assert notes[1] == (
+        "compaction skipped: the summary would not be smaller than the 2 messages it replaces"
+    )
 
 
 async def test_a_relayed_task_compacted_before_the_server_went_down_leaves_no_copy(
@@ -366,7 +387,8 @@ async def test_a_relayed_task_compacted_before_the_server_went_down_leaves_no_co
     # compacted history must not keep this copy of it.
     down = ServerUnavailable("cannot reach http://127.0.0.1:9", reason="refused")
     failed = ModelHTTPError(500, "Internal Server Error")
-    rig = rig_with(tmp_path, [failed, down], past(8, 1200), context_window=4096)
+    # (the count of the fixed part before the compaction fails the same way: no reach)
+    rig = rig_with(tmp_path, [failed, failed, down], past(8, 1200), context_window=4096)
     outcome = await rig.agent.run_turn(TurnRequest("relay", "rename users.name", SENDER))
     assert outcome.status == "error" and not outcome.reached_model
     assert [n for n in compacted_notes(rig) if "zcoder kept its own record" in n]
@@ -434,3 +456,39 @@ async def test_a_dense_task_the_server_refused_does_not_measure_the_requests_aft
     assert rig.session.history == history
     assert await rig.agent.run_turn(user("next")) == TurnOutcome("answered", text="Done.")
     assert len(rig.client.requests) == 3
+
+
+def big_fixed_rig(tmp_path: Path, probe: Reply) -> Rig:
+    """The reported case: a 4,096 window whose system prompt and tools (many MCP tools)
+    are estimated past the threshold, a first turn stopped before anything was counted,
+    and a server that answers the count of the fixed part with ``probe``."""
+    box = FakeToolbox()
+    box.names += [f"mcp__big__tool_number_{n}_with_a_long_name" for n in range(90)]
+    replies = [probe, text("It holds the parser.")]
+    rig = make_rig(tmp_path, replies, toolbox=box, context_window=4096)
+    rig.session.history[:] = [
+        Message(role="user", content="hello there"),
+        Message(role="assistant", content=STOP_MARKER),
+    ]
+    return rig
+
+
+@pytest.mark.parametrize("counted", [506, 0])
+async def test_a_large_estimated_fixed_part_is_counted_not_compacted(
+    tmp_path: Path, counted: int
+) -> None:
+    # 0: a server that counts nothing; the request still goes out as it is.
+    rig = big_fixed_rig(tmp_path, text("", prompt_tokens=counted))
+    outcome = await rig.agent.run_turn(user("now what is in a.py"))
+    assert (outcome.status, outcome.text) == ("answered", "It holds the parser.")
+    probe, real = rig.client.requests
+    assert probe.num_predict == 1 and [m.role for m in probe.messages] == ["system", "user"]
+    # by the estimate the fixed part alone passes the threshold (else this tests nothing)
+    assert request_tokens(probe) > 4096 * 80 // 100
+    assert not any(is_summary_request(r) for r in rig.client.requests)
+    # the history goes out whole (the stop a note on the user's side), no record in it
+    assert all(not m.content.startswith(SUMMARY_OPEN) for m in real.messages)
+    assert real.messages[1].content.startswith("hello there")
+    assert real.messages[-1].content.endswith("now what is in a.py")
+    assert compacted_notes(rig) == []
+    assert not [e for e in rig.session.events if "compaction" in e.text]

@@ -238,7 +238,7 @@ class Agent:
             self._sink.emit(StateChange("stopped" if scope.cancelled_caught else "ready"))
         if scope.cancelled_caught:
             self._note("Compaction stopped; the history is unchanged.")
-        elif plan is None and not scope.cancelled_caught:
+        elif plan is None and not turn.compaction_skipped:
             self._note("Nothing to compact: the history is already as small as it gets.")
         if plan is not None:
             await self._save_async(session)

@@ -10,7 +10,8 @@ A model history that would pass the threshold is made smaller, cheapest first:
    model, text only, no tools, in requests planned from the sizes so that each one, with
    its output cap, fits the window: a part too large for one request goes in several, each
    carrying the summary so far. The summary replaces that part: one user-role record and
-   the assistant's acknowledgement, then the kept exchanges word for word.
+   the assistant's acknowledgement, then the kept exchanges word for word. A part no
+   larger than that record (or under ``MIN_SUMMARISED``) is not summarised unless asked.
 
 The relayed tasks of the summarised part (sender and task, and the outcome) are written
 into the record by zcoder itself, not left to the model, so they survive every compaction.
@@ -34,6 +35,7 @@ from zcoder.tools.output import cap_text
 
 __all__ = [
     "KEEP_EXCHANGES",
+    "MIN_SUMMARISED",
     "SUMMARY_ACK",
     "SUMMARY_OPEN",
     "Plan",
@@ -54,6 +56,9 @@ _TARGET_SHARE = 0.6
 # A summary request is planned to this share of the window: the estimate is not exact.
 _REQUEST_SHARE = 0.9
 _OLD_RESULT_CHARS = 1600  # an old tool result keeps this much, head and tail
+# A summary costs a model call (tens of seconds on a small machine) and a record of its own:
+# a part smaller than this (real tokens) is not worth it, whatever the record would cost.
+MIN_SUMMARISED = 256
 _READS = frozenset({"read_file", "read_file_range", "list_files", "search"})
 _RELAY = re.compile(
     r"<agent_relay>.*?^Sender: (?P<sender>.*?)$.*?^Task:\n(?P<task>.*?)\n</agent_relay>",
@@ -268,7 +273,10 @@ def plan_compaction(
     """Plan the compaction of ``history`` (the current request is its last exchange).
 
     Without ``force`` the trim alone is used when it brings the next request under the
-    target; ``force`` (``/compact``) always summarises what lies before the kept tail.
+    target; ``force`` (``/compact``, a server's context error) summarises what lies
+    before the kept tail. Without it, a part smaller than the record that would replace it
+    (or than ``MIN_SUMMARISED``) is never summarised: that costs a model call and leaves
+    the next request no smaller.
     """
     before = sizes.prompt(history)
     target = int(sizes.budget.threshold * _TARGET_SHARE)
@@ -302,9 +310,13 @@ def plan_compaction(
     message_chars = max(256, chunk_budget * 4 - 64)
     after_history = compacted_history("x" * (sizes.summary_cap * 4), ledger, tail)
     after = sizes.prompt(after_history)
-    if not older and not force and after >= sizes.prompt(trimmed):
-        # Only the earlier summary lies before the kept part: summarising it again costs a
-        # request and leaves the next one no smaller. The kept part's results give instead.
+    small = sizes.part(trimmed[:keep_from]) < MIN_SUMMARISED
+    if not force and (small or after >= sizes.prompt(trimmed)):
+        # The part a summary would replace is no larger than the record (at its cap) that
+        # replaces it, or too small to be worth a model call: summarising cannot help. The
+        # kept part's old results give what they can instead. By hand (``force``) the model
+        # is asked anyway (its record may come out shorter than the cap); the turn keeps
+        # the old history when it does not.
         trimmed = trim(trimmed, len(trimmed) - 1, _tail_chars(sizes))
         return _plan_without_summary(trimmed, before, sizes)
     return Plan(

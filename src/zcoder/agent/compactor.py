@@ -40,7 +40,7 @@ class Compacted:
     def line(self, before: Sequence[Message], tokens_before: int, tokens_after: int) -> str:
         """The transcript's one line for this compaction of the history ``before``."""
         if self.replaced:
-            what = f"compacted {self.replaced} messages"
+            what = f"compacted {self.replaced} message{'s' if self.replaced != 1 else ''}"
         else:
             count = sum(a != b for a, b in zip(before, self.history, strict=True))
             what = f"compacted: shortened {count} old tool result{'s' if count != 1 else ''}"

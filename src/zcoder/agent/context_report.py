@@ -37,7 +37,8 @@ def context_report(
         f"in use        about {total:,} tokens ({budget.percent(total)}%), "
         f"{max(0, window.tokens - total):,} free",
         f"  system prompt and tools  {fixed:,}",
-        f"  history                  {max(0, total - fixed):,} in {len(history)} messages",
+        f"  history                  {max(0, total - fixed):,} in {len(history)} "
+        f"message{'s' if len(history) != 1 else ''}",
     ]
     lines.extend(_mcp_lines(tools, calibration))
     results = sorted(

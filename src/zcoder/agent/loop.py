@@ -38,7 +38,7 @@ from zcoder.agent.runaway import RunawayDetector
 from zcoder.agent.steps import DEFAULT_WINDOW, Steps
 from zcoder.agent.turns import STOP_MARKER, OutcomeStatus, TurnOutcome, TurnRequest, relay_record
 from zcoder.conversation import Message, ToolCall
-from zcoder.errors import ModelError, ModelHTTPError
+from zcoder.errors import ModelError, ModelHTTPError, ServerUnavailable
 from zcoder.live import StateChange, TextDelta, ThinkingDelta
 
 __all__ = ["DEFAULT_NUM_CTX", "STOP_MARKER", "Turn", "estimate_tokens"]
@@ -83,6 +83,9 @@ class Turn:
         # What the server had counted before it refused a request of this turn as too large
         self._before_refusal: Calibration | None = None
         self._probed = False
+        # A compaction was run and its result dropped, not being smaller (``/compact`` says
+        # so instead of "nothing to compact").
+        self.compaction_skipped = False
         # The server refused the turn as too large for its window: final, not "model down".
         self.refused = False
         # A window the server named in a context error (smaller than the one decided).
@@ -245,22 +248,41 @@ class Turn:
         request = self.steps.build(self.think)
         sizes = self.steps.sizes()
         prompt = self.steps.prompt_tokens()
+        if not self._compact_next and sizes.budget.needs_compaction(prompt):
+            # Measure before a compaction is decided on an estimate: a chat template that
+            # drops the tool schemas makes the fixed part look several times its size, and
+            # summarising a short history for it only makes it longer.
+            await self._probe()
+            prompt = self.steps.prompt_tokens()
         if self._compact_next or sizes.budget.needs_compaction(prompt):
             force, self._compact_next = self._compact_next, False
             await self.compact(force=force, auto=True)
             request = self.steps.build(self.think)
             sizes = self.steps.sizes()
             prompt = self.steps.prompt_tokens()
-        calibration = sizes.calibration
-        if not calibration.calibrated and not sizes.budget.fits(prompt) and not self._probed:
-            # Only an estimate, and it says the prompt does not fit: never send it to learn
-            # its size (Ollama cuts a long prompt silently); have a small one counted.
-            self._probed = True  # once: a server that counts nothing is not asked again
-            await self.steps.count_fixed(self.think)
+        if not sizes.budget.fits(prompt):
+            # Only an estimate says the prompt does not fit: never send it to learn its
+            # size (Ollama cuts a long prompt silently); have a small one counted.
+            await self._probe()
             prompt = self.steps.prompt_tokens()
-        if calibration.calibrated and not sizes.budget.fits(prompt):
+        if sizes.calibration.calibrated and not sizes.budget.fits(prompt):
             raise self._too_large(sizes, prompt)
         return attrs.evolve(request, num_predict=sizes.budget.reply_room(prompt))
+
+    async def _probe(self) -> None:
+        """Have the server count the fixed part, unless a count is known already; once a
+        turn: a server that counts nothing is not asked again."""
+        if self._p.calibration.calibrated or self._probed:
+            return
+        self._probed = True
+        try:
+            await self.steps.count_fixed(self.think)
+        except ServerUnavailable:
+            raise
+        except ModelError as exc:
+            # Only a measurement: the step goes on with the estimate, and its own request
+            # meets whatever the server has to say.
+            _log.debug("counting the fixed part failed: %r", exc)
 
     def _too_large(self, sizes: Sizes, prompt: int) -> _TooLarge:
         # The fixed part is measured by the counts from before a refusal: the refused
@@ -298,8 +320,16 @@ class Turn:
             focus=focus,
         )
         after = sizes.prompt(done.history)
-        if not auto and after >= plan.before:
-            return None  # by hand, a record longer than the short history it would replace
+        if after >= plan.before:
+            # A record longer than the history it would replace: keep that history.
+            n = done.replaced
+            self._p.entry(
+                "system",
+                "compaction skipped: the summary would not be smaller than the "
+                f"{n} message{'s' if n != 1 else ''} it replaces",
+            )
+            self.compaction_skipped = True
+            return None
         line = done.line(history, plan.before, after)
         history[:] = done.history  # after the last await: all or nothing
         self._p.entry("system", line)

@@ -21,7 +21,7 @@ import pytest
 
 from tests.realmodel.llama_server import missing_reason, model_path
 
-pytestmark = [pytest.mark.realmodel, pytest.mark.xdist_group("realmodel"), pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.realmodel, pytest.mark.timeout(240)]
 
 _URL = re.compile(r"model server: llama\.cpp at http://127\.0\.0\.1:(\d+)/v1 \(started for ")
 

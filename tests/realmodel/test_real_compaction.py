@@ -42,7 +42,7 @@ from zcoder.conversation import TranscriptEvent
 from zcoder.relay.outbox import Sent
 from zcoder.session.data import Session, parse_session
 
-pytestmark = [pytest.mark.realmodel, pytest.mark.xdist_group("realmodel"), pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.realmodel, pytest.mark.timeout(600)]
 
 N_CTX = 2048
 TASKS = 14

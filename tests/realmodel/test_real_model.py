@@ -16,7 +16,7 @@ import pytest
 from tests.realmodel.llama_server import LlamaServer
 from zcoder.cli import build_parser
 
-pytestmark = [pytest.mark.realmodel, pytest.mark.xdist_group("realmodel"), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.realmodel, pytest.mark.timeout(300)]
 
 MODEL = "smollm2"  # a single-model llama.cpp server answers to any name
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.realmodel.llama_server import LlamaServer
 
-pytestmark = [pytest.mark.realmodel, pytest.mark.xdist_group("realmodel"), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.realmodel, pytest.mark.timeout(300)]
 
 
 @pytest.fixture

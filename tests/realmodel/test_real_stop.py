@@ -23,7 +23,7 @@ from zcoder.approval.questions import Answer
 from zcoder.conversation import Message
 from zcoder.tools.registry import Toolbox, core_tools
 
-pytestmark = [pytest.mark.realmodel, pytest.mark.xdist_group("realmodel"), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.realmodel, pytest.mark.timeout(300)]
 
 STOPPED = (
     "Write a long story about a dragon.",

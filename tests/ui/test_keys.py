@@ -27,7 +27,7 @@ Steps = Callable[[Terminal, PipeInput, list[UiEvent]], Awaitable[None]]
 
 
 async def wait_until(check: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 20  # only a hung test waits this long
     while not check():
         assert time.monotonic() < deadline, "condition not reached"
         await asyncio.sleep(0.01)
@@ -96,9 +96,15 @@ def test_keys_that_look_like_a_mouse_report_are_text_and_reports_are_dropped() -
 
 def test_escape_cancels_only_while_a_turn_runs_and_alt_keys_still_work() -> None:
     async def steps(t: Terminal, inp: PipeInput, events: list[UiEvent]) -> None:
+        keys = t.app.key_processor
+        pressed: list[object] = []
+        keys.after_key_press += pressed.append
         inp.send_text("one two")
         inp.send_text("\x1b")
-        await asyncio.sleep(0.3)
+        # Handled, not just read: the eight keys went in, and the Escape, which waits to
+        # see whether a key follows it (Alt+key), has left the buffer (a slow machine must
+        # not see it after the turn started below).
+        await wait_until(lambda: len(pressed) == 8 and not keys.key_buffer)
         assert events == []
         t.turn_running = True
         inp.send_text("\x1bb")  # Alt+B: back one word

@@ -33,7 +33,7 @@ def context_report(
     lines = [
         f"window        {window.tokens:,} tokens ({window.source}; {server_kind})",
         f"compaction    at {budget.compact_at}% = {budget.threshold:,} tokens "
-        "(set by --compact-at)",
+        "(--compact-at changes it)",
         f"in use        about {total:,} tokens ({budget.percent(total)}%), "
         f"{max(0, window.tokens - total):,} free",
         f"  system prompt and tools  {fixed:,}",

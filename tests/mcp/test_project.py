@@ -11,8 +11,9 @@ import pytest
 import trio
 
 from tests.mcp.http_server import SCRIPT
+from zcoder.errors import ConfigError
 from zcoder.mcp.link import McpLink
-from zcoder.mcp.project import read_project, trust_path
+from zcoder.mcp.project import parse_project, read_project, trust_path
 from zcoder.subcommands.mcp import run_mcp
 from zcoder.tools.base import Tool
 
@@ -129,3 +130,11 @@ def test_trust_without_a_file_and_types_other_agents_write(
         ("a", "x", "", False, {}),
         ("b", "", "http://h/", False, {"Authorization": "Bearer t"}),
     ]
+
+
+def test_a_bad_entry_names_the_json_file_not_a_config_file(tmp_path: Path) -> None:
+    path = tmp_path / ".mcp.json"
+    body = b'{"mcpServers": {"a": {"url": "http://h/", "headers": {"A B": "x"}}}}'
+    with pytest.raises(ConfigError) as caught:
+        parse_project(path, body)
+    assert str(caught.value) == f"{path}: mcpServers.a.headers.A B: not an HTTP header name"

@@ -34,9 +34,10 @@ from zcoder.errors import ConfigError
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_STARTUP_TIMEOUT",
+    "Reach",
     "ServerConfig",
     "load_servers",
-    "parse_headers",
+    "parse_reach",
     "parse_servers",
     "render_servers",
     "save_servers",
@@ -92,22 +93,49 @@ def _bad(path: Path, where: str, message: str) -> ConfigError:
     return ConfigError(f"config file {path}: {where}", message)
 
 
-def _string_list(path: Path, where: str, value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _bad(path, where, "expected a list of strings")
-    return tuple(value)
+@attrs.frozen
+class Reach:
+    """How one server is started (``command``, ``args``, ``env``) or reached (``url``,
+    ``headers``), checked."""
+
+    command: str
+    args: tuple[str, ...]
+    env: dict[str, str]
+    url: str
+    headers: dict[str, str]
 
 
-def parse_headers(path: Path, where: str, table: Any) -> dict[str, str]:
-    """A ``headers`` table checked (HTTP names, one-line string values); ``ConfigError``."""
-    if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
-        raise _bad(path, where, "expected a table of strings")
-    for key, value in table.items():
+def parse_reach(source: str, where: str, table: Mapping[str, Any], noun: str) -> Reach:
+    """The keys of a server that say how to start or reach it, as the config file's table
+    and a ``.mcp.json`` entry both give them (``noun``: what the file calls a mapping,
+    ``table`` or ``object``); ``ConfigError`` naming ``source`` (the file) and the key."""
+
+    def bad(at: str, message: str) -> ConfigError:
+        return ConfigError(f"{source}: {at}", message)
+
+    command, url = table.get("command", ""), table.get("url", "")
+    for key, value in (("command", command), ("url", url)):
+        if not isinstance(value, str):
+            raise bad(f"{where}.{key}", "expected a string")
+    if bool(command) == bool(url):
+        raise bad(where, "needs exactly one of command (stdio) or url (Streamable HTTP)")
+    args = table.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(v, str) for v in args):
+        raise bad(f"{where}.args", "expected a list of strings")
+    env = table.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise bad(f"{where}.env", f"expected {'an' if noun == 'object' else 'a'} {noun} of strings")
+    headers = table.get("headers", {})
+    if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+        raise bad(f"{where}.headers", "expected a table of strings")
+    for key, value in headers.items():
         if not _TOKEN.match(key):
-            raise _bad(path, f"{where}.{key}", "not an HTTP header name")
+            raise bad(f"{where}.headers.{key}", "not an HTTP header name")
         if "\r" in value or "\n" in value:
-            raise _bad(path, f"{where}.{key}", "a header value is one line")
-    return dict(table)
+            raise bad(f"{where}.headers.{key}", "a header value is one line")
+    if headers and not url:
+        raise bad(f"{where}.headers", "only a url server sends headers")
+    return Reach(command, tuple(args), dict(env), url, dict(headers))
 
 
 def _one(path: Path, name: str, table: Any) -> ServerConfig:
@@ -119,18 +147,7 @@ def _one(path: Path, name: str, table: Any) -> ServerConfig:
     for key in table:
         if key not in _KEYS:
             raise _bad(path, f"{where}.{key}", f"unknown key (known: {', '.join(_KEYS)})")
-    command, url = table.get("command", ""), table.get("url", "")
-    for key, value in (("command", command), ("url", url)):
-        if not isinstance(value, str):
-            raise _bad(path, f"{where}.{key}", "expected a string")
-    if bool(command) == bool(url):
-        raise _bad(path, where, "needs exactly one of command (stdio) or url (Streamable HTTP)")
-    env = table.get("env", {})
-    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-        raise _bad(path, f"{where}.env", "expected a table of strings")
-    headers = parse_headers(path, f"{where}.headers", table.get("headers", {}))
-    if headers and not url:
-        raise _bad(path, f"{where}.headers", "only a url server sends headers")
+    reach = parse_reach(f"config file {path}", where, table, "table")
     flags = {}
     for key, default in (("allow", False), ("enabled", True)):
         value = table.get(key, default)
@@ -150,11 +167,11 @@ def _one(path: Path, name: str, table: Any) -> ServerConfig:
         seconds[key] = float(number)
     return ServerConfig(
         name=name,
-        command=command,
-        args=_string_list(path, f"{where}.args", table.get("args", [])),
-        env=dict(env),
-        url=url,
-        headers=headers,
+        command=reach.command,
+        args=reach.args,
+        env=reach.env,
+        url=reach.url,
+        headers=reach.headers,
         allow=flags["allow"],
         enabled=flags["enabled"],
         startup_timeout=seconds["startup_timeout"],

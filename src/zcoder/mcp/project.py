@@ -20,13 +20,12 @@ import hashlib
 import json
 import shlex
 from pathlib import Path
-from typing import Any
 
 import attrs
 
 from zcoder.atomic_write import write_file
 from zcoder.errors import ConfigError
-from zcoder.mcp.config import NAME, ServerConfig, parse_headers
+from zcoder.mcp.config import NAME, ServerConfig, parse_reach
 
 __all__ = [
     "PROJECT_FILE",
@@ -68,12 +67,6 @@ def _bad(path: Path, where: str, message: str) -> ConfigError:
     return ConfigError(f"{path}: {where}" if where else str(path), message)
 
 
-def _strings(path: Path, where: str, value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _bad(path, where, "expected a list of strings")
-    return tuple(value)
-
-
 def parse_project(path: Path, data: bytes) -> tuple[ServerConfig, ...]:
     """The servers of a ``.mcp.json``'s bytes; ``ConfigError`` (one line) when malformed."""
     try:
@@ -92,22 +85,16 @@ def parse_project(path: Path, data: bytes) -> tuple[ServerConfig, ...]:
             raise _bad(path, where, "a server name is letters, digits, - and single _")
         if not isinstance(entry, dict):
             raise _bad(path, where, "expected an object")
-        command, url = entry.get("command", ""), entry.get("url", "")
-        for key, value in (("command", command), ("url", url)):
-            if not isinstance(value, str):
-                raise _bad(path, f"{where}.{key}", "expected a string")
-        if bool(command) == bool(url):
-            raise _bad(path, where, "needs exactly one of command or url")
-        env = entry.get("env", {})
-        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-            raise _bad(path, f"{where}.env", "expected an object of strings")
-        args = _strings(path, f"{where}.args", entry.get("args", []))
-        # Other agents' .mcp.json carries a url server's auth here: read, never dropped.
-        headers = parse_headers(path, f"{where}.headers", entry.get("headers", {}))
-        if headers and not url:
-            raise _bad(path, f"{where}.headers", "only a url server sends headers")
+        reach = parse_reach(str(path), where, entry, "object")
         out.append(
-            ServerConfig(name, command=command, args=args, env=dict(env), url=url, headers=headers)
+            ServerConfig(
+                name,
+                command=reach.command,
+                args=reach.args,
+                env=reach.env,
+                url=reach.url,
+                headers=reach.headers,
+            )
         )
     return tuple(out)
 

@@ -16,7 +16,9 @@ A model history that would pass the threshold is made smaller, cheapest first:
 The relayed tasks of the summarised part (sender and task, and the outcome) are written
 into the record by zcoder itself, not left to the model, so they survive every compaction.
 ``Compactor`` (``compactor.py``) carries the plan out; this module only measures and
-builds messages.
+builds messages. It stays one module past 400 lines: the trim, the summary plan and the
+record's ledger are one decision over the same sizes, and apart each would import the
+others' internals.
 """
 
 from __future__ import annotations

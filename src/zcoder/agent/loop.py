@@ -5,6 +5,12 @@ the reply, append the assistant message, run its tool calls in order (``rounds.p
 their results, and repeat until a final answer or ``finish``. The history is kept valid at
 every await: partial text never enters it, and every tool call in it is answered before the
 next request, by ``interrupt`` if the turn is cancelled.
+
+It stays one module past 400 lines because ``Turn`` is one state machine: fitting a step to
+the window (count, compact, refuse), streaming it and stopping it read and write the same
+per-turn state (the probe, the pending compaction, the counts before a refusal). The pure
+parts already live apart: sizes in ``context.py``, the plan in ``compaction.py``, the
+tool rounds in ``rounds.py``, what a request sends in ``steps.py`` and ``stop_note.py``.
 """
 
 from __future__ import annotations

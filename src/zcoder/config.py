@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -188,8 +189,6 @@ class Config:
         command = f"zcoder --resume {session_id}"
         if self.gguf is None:
             return command
-        import shlex  # only here: the command line of a --gguf run
-
         return f"{command} --gguf {shlex.quote(str(self.gguf))}"
 
 

@@ -65,7 +65,18 @@ class Command:
         return self.idle_only or (self.args_idle_only and bool(args.strip()))
 
 
-AGENTS_ACTIONS = ("pause", "resume", "hold", "accept", "inbox", "approve", "deny", "sent", "cancel")
+AGENTS_ACTIONS = (
+    "pause",
+    "resume",
+    "hold",
+    "accept",
+    "inbox",
+    "show",
+    "approve",
+    "deny",
+    "sent",
+    "cancel",
+)
 
 COMMANDS: tuple[Command, ...] = (
     Command("help", "/help", "show the commands and keys"),
@@ -98,8 +109,9 @@ COMMANDS: tuple[Command, ...] = (
         "agents",
         "/agents [ACTION]",
         "show the relay state; ACTION: pause/resume taking relayed work; hold/accept: let "
-        "relayed messages wait for you or run; inbox: list those waiting; approve N/deny N: "
-        "one of them; sent: the messages you sent; cancel ID: withdraw one",
+        "relayed messages wait for you or run; inbox: list those waiting; show N: read one "
+        "whole; approve N/deny N: run or drop it; sent: the messages you sent; cancel ID: "
+        "withdraw one",
         arg_kind="choices",
         choices=AGENTS_ACTIONS,
     ),

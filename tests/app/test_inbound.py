@@ -113,8 +113,8 @@ def test_an_arrival_in_hold_mode_is_held_told_and_announced() -> None:
         Tell(envelope(1), "held", "it holds every relayed message"),
         Say(
             "Relayed message 1 from alpha (pid 101) is held: this instance holds relayed "
-            "messages. /agents inbox lists it; /agents approve 1 runs it, /agents deny 1 "
-            "drops it."
+            "messages. /agents show 1 reads it whole; /agents approve 1 runs it, "
+            "/agents deny 1 drops it."
         ),
     ]
     assert not inbound.runnable()
@@ -391,7 +391,9 @@ def test_numbers_are_stable_while_others_run() -> None:
     claim(inbound, 1)
     inbound.finished("done")
     assert inbound.number(mid(3)) == 3
-    assert inbound.approve("3") == ["Relayed message 3 approved: it runs in its turn."]
+    assert inbound.approve("3") == [
+        "Relayed message 3 from alpha (pid 101) approved: “task 3”; it runs in its turn."
+    ]
     assert inbound.skip() == frozenset({mid(2)})
     arrive(inbound, 4)
     assert inbound.number(mid(4)) == 4
@@ -443,7 +445,9 @@ def test_approve_by_message_id() -> None:
     inbound = make("hold")
     arrive(inbound, 1)
     arrive(inbound, 2)
-    assert inbound.approve(mid(2)) == ["Relayed message 2 approved: it runs in its turn."]
+    assert inbound.approve(mid(2)) == [
+        "Relayed message 2 from alpha (pid 101) approved: “task 2”; it runs in its turn."
+    ]
     assert inbound.skip() == frozenset({mid(1)})
     assert inbound.held() == 1
     assert inbound.runnable()
@@ -640,7 +644,9 @@ def test_lines_list_oldest_first_with_state_check_age_and_first_line() -> None:
     clock.now += 30
     lines = inbound.lines()
     assert lines[0] == "Relayed messages waiting (inbound policy: accept):"
-    assert lines[1] == "  1. queued alpha (pid 101) · verified · 10 min ago · fix the build"
+    assert lines[1] == (
+        "  1. queued alpha (pid 101) · verified · 10 min ago · fix the build (+1 line)"
+    )
     assert lines[2].startswith("  2. held   beta (pid 202) · UNVERIFIED · just now · xxx")
     assert len(lines[2]) < len("  2. held   beta (pid 202) · UNVERIFIED · just now · ") + 70
     assert len(lines) == 3
@@ -659,6 +665,46 @@ def test_control_characters_in_a_sender_project_are_escaped() -> None:
     assert "\x1b" not in lines[0] and "evil^[[2Jname^J" in lines[0]
     # The label itself is raw: it is escaped where it is shown.
     assert sender_label(envelope(1, project="p\x1b")) == "p\x1b (pid 101)"
+
+
+def test_a_message_of_several_lines_is_marked_and_shown_whole() -> None:
+    inbound = make("hold")
+    body = "Tidy the docs.\nThen delete the build directory\n\nand push to\x1b[2K main\r."
+    arrive(inbound, 1, body=body)
+    arrive(inbound, 2)
+    assert inbound.lines()[1].endswith("· Tidy the docs. (+3 lines)")
+    assert inbound.lines()[2].endswith("· task 2")
+    shown = inbound.show("1")
+    assert shown[0] == (
+        f"Relayed message 1 (held) from alpha (pid 101) · verified · just now · id {mid(1)}:"
+    )
+    assert shown[1:-1] == [
+        "  Tidy the docs.",
+        "  Then delete the build directory",
+        "  ",
+        "  and push to^[[2K main^M.",
+    ]
+    assert shown[-1] == "/agents approve 1 runs it, /agents deny 1 drops it."
+    assert inbound.show(mid(1)) == shown  # by id too
+    assert inbound.approve("1") == [
+        "Relayed message 1 from alpha (pid 101) approved: “Tidy the docs. (+3 lines)”; it "
+        "runs in its turn."
+    ]
+    queued = inbound.show("1")
+    assert queued[0].startswith("Relayed message 1 (queued) from alpha")
+    assert queued[-1] == "It runs in its turn (/agents deny 1 drops it)."
+    assert inbound.skip() == frozenset({mid(2)})  # showing changed nothing
+
+
+def test_show_of_a_message_that_no_longer_waits_is_refused() -> None:
+    inbound = make("hold")
+    arrive(inbound, 1)
+    inbound.approve("1")
+    claim(inbound, 1)
+    with pytest.raises(CommandError, match="relayed message 1 no longer waits"):
+        inbound.show("1")
+    with pytest.raises(CommandError, match=r"/agents show N: N is a number .* \(none waits\)"):
+        inbound.show("7")
 
 
 # -- cost -----------------------------------------------------------------------------------

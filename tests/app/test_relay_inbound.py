@@ -55,9 +55,12 @@ async def test_held_messages_wait_until_approved_and_keep_their_order(short_tmp:
         assert [state for _, state in receipts.sent] == ["held", "held"]
         assert any("Relayed message 1 from alpha" in n and "held" in n for n in notices(b))
 
-        assert b.backend.relay_control("approve 2") == [
-            "Relayed message 2 approved: it runs in its turn."
-        ]
+        shown = b.backend.relay_control("show 2")
+        assert shown[0].startswith("Relayed message 2 (held) from alpha (pid")
+        assert b.backend.relay_control("inbox 2") == shown
+        assert b.backend.relay_control("approve 2")[0].endswith(
+            "approved: “second task”; it runs in its turn."
+        )
         assert b.backend.runner.relay_runnable()
         assert await b.backend.runner.run_relay_turn() is True
         assert "second task" in last_user_message(b.client)
@@ -273,9 +276,9 @@ async def test_a_message_id_names_a_waiting_message(short_tmp: Path) -> None:
     async with trio.open_nursery() as nursery:
         b = await held_three(short_tmp, nursery)
         third = b.backend.relay.inbound.unrun()[2].message_id
-        assert b.backend.relay_control(f"approve {third}") == [
-            "Relayed message 3 approved: it runs in its turn."
-        ]
+        (line,) = b.backend.relay_control(f"approve {third}")
+        assert line.startswith("Relayed message 3 from alpha (pid")
+        assert line.endswith("approved: “third task”; it runs in its turn.")
         assert await b.backend.runner.run_relay_turn() is True
         assert "third task" in last_user_message(b.client)
         with pytest.raises(ZcoderError, match="relayed message 3 no longer waits"):

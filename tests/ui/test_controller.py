@@ -444,7 +444,7 @@ def test_a_mistyped_command_is_answered_and_never_sent() -> None:
         assert h.terminal.status.title == "/hepl is a typo"
 
     h = run(body, FakeBackend(), warmup=False)
-    assert "hold, accept, inbox, approve N, deny N, sent, cancel ID" in h.output
+    assert "hold, accept, inbox, show N, approve N, deny N, sent, " in h.output
     assert "(//hepl sends it to the model)" in h.output
 
 

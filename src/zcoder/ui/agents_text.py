@@ -16,12 +16,17 @@ from pathlib import Path
 
 import attrs
 
+from zcoder.text.visible import escape_controls
+from zcoder.ui.text import one_line, shorten
+
 __all__ = [
     "INBOX_HELP",
     "OFF_REASON",
     "RUNS_AGAIN",
     "AgentsView",
     "agents_lines",
+    "body_lines",
+    "first_line",
     "not_listed",
     "stopped_notice",
     "unavailable_line",
@@ -39,7 +44,8 @@ _CONTROL_HELP = (
 )
 INBOX_HELP = (
     "/agents hold    hold every new relayed message for you; /agents accept undoes it",
-    "/agents inbox   list waiting messages; /agents approve N runs one, /agents deny N drops it",
+    "/agents inbox   list waiting messages; /agents show N reads one whole, "
+    "/agents approve N runs it, /agents deny N drops it",
     "/agents sent    the messages you sent and what their receivers reported; "
     "/agents cancel N withdraws one still queued",
 )
@@ -102,3 +108,19 @@ def stopped_notice(waiting: int) -> str:
         f"; /agents resume runs {'them' if many else 'it'} (new ones are still accepted "
         "meanwhile)."
     )
+
+
+def body_lines(body: str) -> list[str]:
+    """A relayed message's text, line by line, as ``/agents show`` prints it: whole, its
+    control characters drawn visibly (a carriage return cannot hide what precedes it)."""
+    text = body.replace("\r\n", "\n").strip("\n")
+    return [escape_controls(line, keep="\t") for line in text.split("\n")]
+
+
+def first_line(body: str, width: int = 60) -> str:
+    """A relayed message's first line in at most ``width`` columns, then how many lines
+    follow (``(+2 lines)``): a listing must never pass for the whole of a longer message."""
+    lines = body.replace("\r\n", "\n").strip().split("\n")
+    first = shorten(one_line(lines[0]), width)
+    more = len(lines) - 1
+    return f"{first} (+{more} line{'' if more == 1 else 's'})" if more else first

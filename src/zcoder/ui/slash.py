@@ -46,7 +46,10 @@ KEY_HELP = (
 )
 
 
-_ACTIONS = "the actions: pause, resume, hold, accept, inbox, approve N, deny N, sent, cancel ID"
+_ACTIONS = (
+    "the actions: pause, resume, hold, accept, inbox, show N, approve N, deny N, sent, "
+    "cancel ID"
+)
 
 
 _OTHER_TEXT = (
@@ -172,11 +175,13 @@ class SlashCommands:
             with trio.fail_after(_LIST_SECONDS):
                 self._notice(await self.host.backend.relay_cancel(rest.strip()))
             return
-        if action and action != "inbox":  # the worker owns what relayed work may run
+        if word not in ("", "inbox", "show"):  # the worker owns what relayed work may run
             self.host.intend(RelayControl(action))
             return
         lines = self.host.backend.relay_control(action)
-        self._print(lines[0], lines[1:])
+        # A message's own lines wrap under its text, whatever they start with.
+        whole = word == "show" or (word == "inbox" and rest.strip())
+        self._print(lines[0], lines[1:], hang=2 if whole else None)
 
     async def send(self, args: str) -> None:
         # Not idle-only: it starts no turn and touches neither the model's history nor the

@@ -47,8 +47,8 @@ from zcoder.relay.envelope import Enqueue
 from zcoder.relay.limits import DEFAULT_MAX_HOPS
 from zcoder.relay.spool.store import Arrived, Claimed
 from zcoder.text.visible import escape_controls
+from zcoder.ui.agents_text import body_lines, first_line
 from zcoder.ui.slash import age
-from zcoder.ui.text import one_line, shorten
 
 __all__ = [
     "INBOX_ACTIONS",
@@ -62,7 +62,7 @@ __all__ = [
     "sender_label",
 ]
 
-INBOX_ACTIONS = ("hold", "accept", "inbox", "approve", "deny")
+INBOX_ACTIONS = ("hold", "accept", "inbox", "show", "approve", "deny")
 # Why a message is held, as this instance's user reads it ...
 _WHY = {
     "hold": "this instance holds relayed messages",
@@ -362,12 +362,31 @@ class Inbound:
         for e in self._waiting.values():
             state = "held" if e.reason else "queued"
             check = "verified" if e.verified else "UNVERIFIED"
-            first = shorten(one_line(e.envelope.body.strip().split("\n", 1)[0]), 60)
+            first = first_line(e.envelope.body)
             sender = escape_controls(sender_label(e.envelope))
             out.append(
                 f"{e.number:>3}. {state:<6} {sender} · {check} · {age(now - e.seen)} · {first}"
             )
         return out
+
+    def show(self, arg: str) -> list[str]:
+        """``/agents show N``: message ``arg`` (number or id), held or queued, whole; the
+        first line is the heading."""
+        entry = self._pick(arg, "show")
+        n, sender = entry.number, escape_controls(sender_label(entry.envelope))
+        state = "held" if entry.reason else "queued"
+        check = "verified" if entry.verified else "UNVERIFIED"
+        then = (
+            f"/agents approve {n} runs it, /agents deny {n} drops it."
+            if entry.reason
+            else f"It runs in its turn (/agents deny {n} drops it)."
+        )
+        return [
+            f"Relayed message {n} ({state}) from {sender} · {check} · "
+            f"{age(self._clock() - entry.seen)} · id {entry.envelope.message_id}:",
+            *("  " + line for line in body_lines(entry.envelope.body)),
+            then,
+        ]
 
     def approve(self, arg: str) -> list[str]:
         """Let message ``arg`` (its number, or its id) run in its turn; its sender's
@@ -379,7 +398,11 @@ class Inbound:
         self._held -= 1
         self._stale = False
         self._round_trips.reset(entry.envelope.sender_instance_id)
-        return [f"Relayed message {entry.number} approved: it runs in its turn."]
+        sender = escape_controls(sender_label(entry.envelope))
+        return [
+            f"Relayed message {entry.number} from {sender} approved: "
+            f"“{first_line(entry.envelope.body)}”; it runs in its turn."
+        ]
 
     def deny(self, arg: str) -> Remove:
         """The spool operation that removes message ``arg`` (number or id); the performer
@@ -444,8 +467,8 @@ class Inbound:
         return [
             Tell(entry.envelope, "held", _WHY_SENDER[entry.reason].format(**values)),
             Say(
-                f"Relayed message {n} from {sender} is held: {why}. /agents inbox lists it; "
-                f"/agents approve {n} runs it, /agents deny {n} drops it."
+                f"Relayed message {n} from {sender} is held: {why}. /agents show {n} reads "
+                f"it whole; /agents approve {n} runs it, /agents deny {n} drops it."
             ),
         ]
 

@@ -368,7 +368,7 @@ class RelayLink:
         if action not in ("", "pause", "resume"):
             raise CommandError(
                 f"unknown /agents action {action!r}: use pause, resume, hold, accept, inbox, "
-                "approve N, deny N, sent or cancel ID"
+                "show N, approve N, deny N, sent or cancel ID"
             )
         shown = self._take_news()
         if action == "resume" and self.inbound.go_on() and self.status()[0] != "paused":
@@ -383,9 +383,11 @@ class RelayLink:
         return ([*lines, *INBOX_HELP] if not action and len(lines) > 1 else lines), shown
 
     def _inbox_control(self, verb: str, arg: str) -> tuple[list[str], list[Say]]:
-        if verb in ("hold", "accept", "inbox") and arg:
+        if verb in ("hold", "accept") and arg:
             raise CommandError(f"/agents {verb} takes no argument")
         shown = self._take_news()
+        if verb in ("inbox", "show") and (arg or verb == "show"):  # inbox N reads N too
+            return self.inbound.show(arg), shown
         if verb == "inbox":
             return self.inbound.lines(), shown
         if verb in ("hold", "accept"):

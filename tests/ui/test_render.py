@@ -560,7 +560,7 @@ def test_the_agents_actions_wrap_under_their_descriptions_at_60_and_100_columns(
         assert all(get_cwidth(row) <= width for row in rows)
         for row in rows[3:]:  # an action, or a continuation under its description
             assert row.startswith("    /agents ") or (row.startswith(" " * 20) and row[20] != " ")
-        assert sum(row.startswith(" " * 20) for row in rows) == (6 if width == 60 else 1)
+        assert sum(row.startswith(" " * 20) for row in rows) == (7 if width == 60 else 2)
     rows = plain(render_block(lines[0], lines[1:], 60)).splitlines()
     assert rows[3:5] == [
         "    /agents pause   refuse new relayed messages; those",

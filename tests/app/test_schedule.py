@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from zcoder.app.schedule import Next, QueueState, RoundTrips, hold_reason, next_work
+from zcoder.app.schedule import Next, QueueState, next_work
+from zcoder.relay.inbound.policy import RoundTrips, hold_reason
 
 
 def test_nothing_to_do_waits() -> None:

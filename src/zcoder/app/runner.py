@@ -15,7 +15,6 @@ from collections.abc import Sequence
 
 from zcoder.agent.agent import Agent, RelaySender, TurnRequest
 from zcoder.agent.turns import TurnOutcome
-from zcoder.app.relay.inbound import Effect, Say
 from zcoder.app.relay.link import RelayLink
 from zcoder.app.relay.receipts import ChangeRecorder, final_state
 from zcoder.app.server import ModelServer
@@ -23,8 +22,10 @@ from zcoder.app.worker import RelayTurn
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import ModelError
 from zcoder.live import Entry, TurnSink
+from zcoder.relay.inbound import Effect
 from zcoder.relay.spool.store import Claimed
 from zcoder.ui.agents_text import stopped_notice
+from zcoder.ui.inbound_text import Say
 
 __all__ = ["TurnRunner"]
 

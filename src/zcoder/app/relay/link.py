@@ -35,16 +35,6 @@ from typing import TypeVar
 import attrs
 import trio
 
-from zcoder.app.relay.inbound import (
-    INBOX_ACTIONS,
-    Effect,
-    Inbound,
-    PutBack,
-    Say,
-    Settle,
-    Tell,
-    sender_label,
-)
 from zcoder.app.relay.labels import TargetNames
 from zcoder.app.relay.outbox import RelayOutbox
 from zcoder.app.relay.receipts import ReceiptSender
@@ -52,6 +42,15 @@ from zcoder.config import Config
 from zcoder.errors import CommandError, RelayError, RelayUnavailable
 from zcoder.relay import client
 from zcoder.relay.envelope import Ack
+from zcoder.relay.inbound import (
+    INBOX_ACTIONS,
+    Effect,
+    Inbound,
+    PutBack,
+    Settle,
+    Tell,
+    sender_label,
+)
 from zcoder.relay.listing import peer_table
 from zcoder.relay.registry import Peer, receiver_gone
 from zcoder.relay.service import RelayService
@@ -69,6 +68,15 @@ from zcoder.ui.agents_text import (
     unavailable_line,
 )
 from zcoder.ui.backend import Unrun
+from zcoder.ui.inbound_text import (
+    Say,
+    approved_line,
+    denied_line,
+    inbox_lines,
+    mode_line,
+    said,
+    shown_lines,
+)
 
 __all__ = ["RelayLink"]
 
@@ -185,15 +193,15 @@ class RelayLink:
         done; the lines to show are returned."""
         shown: list[Say] = []
         for effect in effects:
-            if isinstance(effect, Say):
-                shown.append(effect)
-            elif isinstance(effect, Tell):
+            if isinstance(effect, Tell):
                 m = effect
                 self.receipts.send(m.message, m.state, m.detail, m.changed)
             elif isinstance(effect, Settle):
                 self._settle(effect.claimed)
             elif isinstance(effect, PutBack):
                 shown += self.perform(self.inbound.put_back(self._put_back(effect.claimed)))
+            else:
+                shown.append(said(effect))
         return shown
 
     def _spool_call(self, action: str, call: Callable[[], _T]) -> _T | None:
@@ -387,13 +395,15 @@ class RelayLink:
             raise CommandError(f"/agents {verb} takes no argument")
         shown = self._take_news()
         if verb in ("inbox", "show") and (arg or verb == "show"):  # inbox N reads N too
-            return self.inbound.show(arg), shown
+            return shown_lines(self.inbound.show(arg)), shown
+        effects: list[Effect] = []
         if verb == "inbox":
-            return self.inbound.lines(), shown
+            return inbox_lines(self.inbound.inbox()), shown
         if verb in ("hold", "accept"):
-            lines, effects = self.inbound.set_mode(verb)
+            mode, effects = self.inbound.set_mode(verb)
+            lines = [mode_line(mode)]
         elif verb == "approve":
-            lines, effects = self.inbound.approve(arg), []
+            lines = [approved_line(self.inbound.approve(arg))]
         else:
             removal = self.inbound.deny(arg)
             if not self._remove(removal.message_id):
@@ -401,7 +411,8 @@ class RelayLink:
                 raise CommandError(
                     f"relayed message {number} could not be removed: it no longer waits"
                 )
-            lines, effects = self.inbound.removed(removal.message_id)
+            denied, effects = self.inbound.removed(removal.message_id)
+            lines = [denied_line(denied)]
         return lines, shown + self.perform(effects)
 
     def _view(self) -> AgentsView:

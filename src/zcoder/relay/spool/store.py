@@ -47,8 +47,6 @@ import stat
 from collections.abc import Callable, Container
 from pathlib import Path
 
-import attrs
-
 from zcoder.errors import RelayError
 from zcoder.relay.changes import Changes
 from zcoder.relay.envelope import Enqueue, Limits
@@ -62,39 +60,13 @@ from zcoder.relay.spool.entry import (
     write_new,
 )
 from zcoder.relay.spool.fault import SPOOL_DIRS, SpoolFault, classify, layout_problem
+from zcoder.relay.spool.news import Arrived, Claimed, Left
 from zcoder.relay.spool.quarantine import BAD_NAME, Quarantine, is_regular, planted
 
 __all__ = ["Arrived", "Claimed", "Left", "Spool", "SpoolFault"]
 
 _PAUSED, _ACCEPTING = "paused", "accepting"
 _RECEIPT = ".done"
-
-
-@attrs.frozen
-class Claimed:
-    """One message taken from the inbox; ``path`` is its file in ``processing/``."""
-
-    sequence: int
-    envelope: Enqueue
-    verified: bool
-    path: Path
-
-
-@attrs.frozen
-class Arrived:
-    """A message this spool accepted into ``inbox/`` (what ``take_news`` reports)."""
-
-    sequence: int
-    envelope: Enqueue
-    verified: bool
-
-
-@attrs.frozen
-class Left:
-    """A waiting message that left ``inbox/`` without this object's claim: its sender
-    withdrew it, it was quarantined, or another claimer took it."""
-
-    message_id: str
 
 
 class Spool:

@@ -1,4 +1,5 @@
-"""The inbound state machine (``Inbound``): pure transitions and the effects they return.
+"""The inbound state machine (``Inbound``): pure transitions and the typed effects they
+return (their wording: ``tests/ui/test_inbound_text.py``).
 
 No Trio, no disk: envelopes, ``Arrived`` and ``Claimed`` records are built directly, and
 the clock is injected.
@@ -10,20 +11,26 @@ from pathlib import Path
 
 import pytest
 
-from zcoder.app.relay.inbound import (
-    Effect,
-    Inbound,
-    PutBack,
-    Remove,
-    Say,
-    Settle,
-    Tell,
-    sender_label,
-)
-from zcoder.app.schedule import InboundMode
 from zcoder.errors import CommandError
 from zcoder.relay.envelope import Enqueue
-from zcoder.relay.spool.store import Arrived, Claimed
+from zcoder.relay.inbound import (
+    Approved,
+    Denied,
+    Dropped,
+    Effect,
+    Held,
+    Inbound,
+    InboxRow,
+    ModeSet,
+    PutBack,
+    Remove,
+    Settle,
+    Tell,
+    WaitsForModel,
+    sender_label,
+)
+from zcoder.relay.settings import InboundMode
+from zcoder.relay.spool.news import Arrived, Claimed
 
 ALPHA = "101-a1b2c3d4"
 BETA = "202-0badf00d"
@@ -83,6 +90,10 @@ def claim(inbound: Inbound, n: int, *, sender: str = ALPHA, verified: bool = Tru
     return claimed
 
 
+def row(inbound: Inbound, number: int) -> InboxRow:
+    return next(r for r in inbound.inbox().rows if r.number == number)
+
+
 def ids(inbound: Inbound) -> list[str]:
     return [e.message_id for e in inbound.unrun()]
 
@@ -111,11 +122,7 @@ def test_an_arrival_in_hold_mode_is_held_told_and_announced() -> None:
     effects = arrive(inbound, 1)
     assert effects == [
         Tell(envelope(1), "held", "it holds every relayed message"),
-        Say(
-            "Relayed message 1 from alpha (pid 101) is held: this instance holds relayed "
-            "messages. /agents show 1 reads it whole; /agents approve 1 runs it, "
-            "/agents deny 1 drops it."
-        ),
+        Held(1, "alpha (pid 101)", "hold", None, 4),
     ]
     assert not inbound.runnable()
     assert (inbound.waiting(), inbound.held()) == (1, 1)
@@ -129,8 +136,7 @@ def test_an_unverified_sender_is_held_even_in_accept_mode() -> None:
     tell, say = effects
     assert isinstance(tell, Tell) and tell.state == "held"
     assert "peer credentials did not verify" in tell.detail
-    assert isinstance(say, Say) and say.role == "system"
-    assert "Relayed message 1 " in say.text and "/agents approve 1" in say.text
+    assert say == Held(1, "alpha (pid 101)", "unverified", None, 4)
     assert not inbound.runnable()
     assert inbound.skip() == frozenset({mid(1)})
 
@@ -148,7 +154,7 @@ def test_a_message_whose_hop_count_reached_the_bound_is_held() -> None:
     inbound = make(max_hops=4)
     assert arrive(inbound, 1, hops=3) == []
     effects = arrive(inbound, 2, hops=4)
-    assert [type(e) for e in effects] == [Tell, Say]
+    assert [type(e) for e in effects] == [Tell, Held]
     tell = effects[0]
     assert isinstance(tell, Tell) and tell.state == "held"
     assert tell.detail == "4 relayed turns led to it (it holds from 4)"
@@ -266,11 +272,7 @@ def test_an_unreached_turn_is_put_back_first_and_waits_for_the_model() -> None:
     assert not inbound.runnable()
     arrive(inbound, 2)  # newer messages arrive meanwhile
     arrive(inbound, 3)
-    effects = inbound.put_back("")
-    assert len(effects) == 1
-    say = effects[0]
-    assert isinstance(say, Say) and say.role == "system"
-    assert "alpha (pid 101)" in say.text and "did not reach the model" in say.text
+    assert inbound.put_back("") == [WaitsForModel("alpha (pid 101)")]
     assert inbound.running is None
     assert ids(inbound) == [mid(1), mid(2), mid(3)]  # first again, by sequence
     assert inbound.waits_for_model()
@@ -291,10 +293,11 @@ def test_a_put_back_message_keeps_its_number_and_its_age() -> None:
     arrive(inbound, 3)
     inbound.put_back("")
     assert inbound.number(mid(1)) == 1
-    lines = inbound.lines()
-    assert lines[1].startswith("  1. queued") and "3 h ago" in lines[1]
-    assert lines[3].startswith("  3. queued") and "just now" in lines[3]
-    assert inbound.approve("1") == ["Relayed message 1 is not held: it runs in its turn."]
+    rows = inbound.inbox().rows
+    assert [(r.number, r.held) for r in rows] == [(1, False), (2, False), (3, False)]
+    assert inbound.inbox().now - rows[0].seen == 3 * 3600
+    assert inbound.inbox().now - rows[2].seen == 0
+    assert inbound.approve("1") == Approved(row(inbound, 1), was_held=False)
 
 
 def test_reaching_the_model_ends_waiting_for_it() -> None:
@@ -323,7 +326,7 @@ def test_a_message_that_cannot_be_put_back_is_dropped() -> None:
     assert inbound.put_back("disk full") == [
         Settle(claimed),
         Tell(envelope(1), "dropped", "it could not be put back: disk full"),
-        Say("disk full; it was dropped", "error"),
+        Dropped("disk full"),
     ]
     assert inbound.running is None
     assert ids(inbound) == [mid(2)]
@@ -377,7 +380,7 @@ def test_a_planted_message_put_back_waits_in_sequence_order_with_its_number() ->
     inbound.put_back("")
     assert ids(inbound) == [mid(2, BETA), mid(5), mid(6)]
     assert inbound.number(mid(2, BETA)) == 3
-    assert inbound.lines()[1].startswith("  3. queued")
+    assert inbound.inbox().rows[0].number == 3
 
 
 # -- numbers, approve, deny -------------------------------------------------------------------
@@ -391,13 +394,12 @@ def test_numbers_are_stable_while_others_run() -> None:
     claim(inbound, 1)
     inbound.finished("done")
     assert inbound.number(mid(3)) == 3
-    assert inbound.approve("3") == [
-        "Relayed message 3 from alpha (pid 101) approved: “task 3”; it runs in its turn."
-    ]
+    approved = inbound.approve("3")
+    assert (approved.row.number, approved.was_held) == (3, True)
     assert inbound.skip() == frozenset({mid(2)})
     arrive(inbound, 4)
     assert inbound.number(mid(4)) == 4
-    assert [line[:5] for line in inbound.lines()[1:]] == ["  2. ", "  3. ", "  4. "]
+    assert [row.number for row in inbound.inbox().rows] == [2, 3, 4]
 
 
 def test_approve_of_a_message_that_no_longer_waits_is_refused() -> None:
@@ -445,9 +447,8 @@ def test_approve_by_message_id() -> None:
     inbound = make("hold")
     arrive(inbound, 1)
     arrive(inbound, 2)
-    assert inbound.approve(mid(2)) == [
-        "Relayed message 2 from alpha (pid 101) approved: “task 2”; it runs in its turn."
-    ]
+    approved = inbound.approve(mid(2))
+    assert (approved.row.message_id, approved.was_held) == (mid(2), True)
     assert inbound.skip() == frozenset({mid(1)})
     assert inbound.held() == 1
     assert inbound.runnable()
@@ -456,7 +457,7 @@ def test_approve_by_message_id() -> None:
 def test_approve_of_a_message_not_held_changes_nothing() -> None:
     inbound = make()
     arrive(inbound, 1)
-    assert inbound.approve("1") == ["Relayed message 1 is not held: it runs in its turn."]
+    assert inbound.approve("1") == Approved(row(inbound, 1), was_held=False)
     assert (inbound.waiting(), inbound.held()) == (1, 0)
 
 
@@ -473,7 +474,7 @@ def test_approve_restarts_the_senders_round_trip_count() -> None:
     claim(inbound, 2)
     inbound.sent_to(ALPHA)
     inbound.finished("done")
-    assert [type(e) for e in arrive(inbound, 4)] == [Tell, Say]  # counting again
+    assert [type(e) for e in arrive(inbound, 4)] == [Tell, Held]  # counting again
 
 
 def test_deny_then_removed_forgets_the_message_and_tells_denied() -> None:
@@ -482,8 +483,8 @@ def test_deny_then_removed_forgets_the_message_and_tells_denied() -> None:
     arrive(inbound, 2)
     assert inbound.deny("1") == Remove(mid(1))
     assert inbound.waiting() == 2  # until the spool removed it
-    lines, effects = inbound.removed(mid(1))
-    assert lines == ["Relayed message 1 from alpha (pid 101) denied: removed without running."]
+    denied, effects = inbound.removed(mid(1))
+    assert denied == Denied(1, "alpha (pid 101)")
     assert effects == [Tell(envelope(1), "denied")]
     assert (inbound.waiting(), inbound.held()) == (1, 1)
     assert ids(inbound) == [mid(2)]
@@ -513,16 +514,13 @@ def test_hold_mode_holds_every_waiting_message_once() -> None:
     arrive(inbound, 1)
     arrive(inbound, 2, verified=False)  # already held
     arrive(inbound, 3)
-    lines, effects = inbound.set_mode("hold")
+    mode, effects = inbound.set_mode("hold")
     assert inbound.mode == "hold"
     assert effects == [
         Tell(envelope(1), "held", "it holds every relayed message"),
         Tell(envelope(3), "held", "it holds every relayed message"),
     ]
-    assert lines == [
-        "Relayed messages are held: 3 waiting; /agents inbox lists them, "
-        "/agents approve N runs one."
-    ]
+    assert mode == ModeSet("hold", held=3, waiting=3)
     assert inbound.held() == 3 and not inbound.runnable()
     assert inbound.skip() == frozenset({mid(1), mid(2), mid(3)})
     assert inbound.set_mode("hold")[1] == []  # nothing newly held
@@ -534,19 +532,17 @@ def test_hold_mode_does_not_touch_the_running_message() -> None:
     claimed = claim(inbound, 1)
     assert inbound.set_mode("hold")[1] == []
     assert inbound.running is claimed
-    assert [type(e) for e in arrive(inbound, 2)] == [Tell, Say]
+    assert [type(e) for e in arrive(inbound, 2)] == [Tell, Held]
 
 
 def test_accept_mode_mentions_the_held_messages_still_waiting() -> None:
     inbound = make("hold")
     arrive(inbound, 1)
     arrive(inbound, 2)
-    lines, effects = inbound.set_mode("accept")
+    mode, effects = inbound.set_mode("accept")
     assert inbound.mode == "accept"
     assert effects == []
-    assert lines == [
-        "Relayed messages run in their turn again; 2 held still wait for /agents approve N."
-    ]
+    assert mode == ModeSet("accept", held=2, waiting=2)
     assert inbound.held() == 2 and not inbound.runnable()
     assert arrive(inbound, 3) == []
     assert inbound.runnable()
@@ -554,7 +550,7 @@ def test_accept_mode_mentions_the_held_messages_still_waiting() -> None:
 
 def test_accept_mode_with_nothing_held() -> None:
     inbound = make()
-    assert inbound.set_mode("accept") == (["Relayed messages run in their turn again."], [])
+    assert inbound.set_mode("accept") == (ModeSet("accept", held=0, waiting=0), [])
 
 
 def test_an_unknown_mode_is_refused() -> None:
@@ -575,17 +571,14 @@ def test_stop_with_waiting_messages_stops_claims_until_go_on() -> None:
     assert inbound.stopped
     assert not inbound.runnable()
     # /agents inbox says what the status bar says: relayed work is stopped.
-    assert inbound.lines()[0] == (
-        "Relayed messages waiting (inbound policy: accept; relayed work stopped: none runs "
-        "until /agents resume):"
-    )
+    assert inbound.inbox().stopped
     arrive(inbound, 3)
     assert not inbound.runnable()
     assert inbound.go_on() is True
     assert not inbound.stopped
     assert inbound.runnable()
     assert inbound.go_on() is False
-    assert inbound.lines()[0] == "Relayed messages waiting (inbound policy: accept):"
+    assert not inbound.inbox().stopped
 
 
 def test_stop_with_nothing_waiting_stops_nothing() -> None:
@@ -631,68 +624,52 @@ def test_waits_for_model_only_while_messages_wait() -> None:
 # -- /agents inbox --------------------------------------------------------------------------
 
 
-def test_lines_with_nothing_waiting() -> None:
-    assert make("hold").lines() == ["No relayed message waits (inbound policy: hold)."]
+def test_the_inbox_with_nothing_waiting() -> None:
+    view = make("hold").inbox()
+    assert (view.mode, view.stopped, view.rows) == ("hold", False, ())
 
 
-def test_lines_list_oldest_first_with_state_check_age_and_first_line() -> None:
+def test_the_inbox_lists_oldest_first_with_state_check_arrival_and_body() -> None:
     clock = Clock()
     inbound = make(clock=clock)
-    arrive(inbound, 1, body="  fix the build\nthen run the tests")
+    arrive(inbound, 1, body="  fix the build\nthen test")
+    arrival = clock.now
     clock.now += 10 * 60
     arrive(inbound, 2, verified=False, sender=BETA, project="beta", body="x" * 100)
     clock.now += 30
-    lines = inbound.lines()
-    assert lines[0] == "Relayed messages waiting (inbound policy: accept):"
-    assert lines[1] == (
-        "  1. queued alpha (pid 101) · verified · 10 min ago · fix the build (+1 line)"
+    view = inbound.inbox()
+    assert view.now == clock.now
+    assert view.rows == (
+        InboxRow(
+            1,
+            False,
+            "alpha (pid 101)",
+            True,
+            arrival,
+            "  fix the build\nthen test",
+            mid(1),
+        ),
+        InboxRow(2, True, "beta (pid 202)", False, arrival + 600, "x" * 100, mid(2, BETA)),
     )
-    assert lines[2].startswith("  2. held   beta (pid 202) · UNVERIFIED · just now · xxx")
-    assert len(lines[2]) < len("  2. held   beta (pid 202) · UNVERIFIED · just now · ") + 70
-    assert len(lines) == 3
 
 
-def test_control_characters_in_a_sender_project_are_escaped() -> None:
-    inbound = make("hold")
-    effects = arrive(inbound, 1, project="evil\x1b[2Jname\n")
-    say = effects[1]
-    assert isinstance(say, Say)
-    assert "\x1b" not in say.text and "evil^[[2Jname^J (pid 101)" in say.text
-    line = inbound.lines()[1]
-    assert "\x1b" not in line and "\n" not in line
-    assert "evil^[[2Jname^J (pid 101)" in line
-    lines, _ = inbound.removed(mid(1))
-    assert "\x1b" not in lines[0] and "evil^[[2Jname^J" in lines[0]
-    # The label itself is raw: it is escaped where it is shown.
+def test_a_sender_label_is_raw_it_is_escaped_where_shown() -> None:
     assert sender_label(envelope(1, project="p\x1b")) == "p\x1b (pid 101)"
 
 
-def test_a_message_of_several_lines_is_marked_and_shown_whole() -> None:
-    inbound = make("hold")
-    body = "Tidy the docs.\nThen delete the build directory\n\nand push to\x1b[2K main\r."
+def test_show_returns_one_waiting_message_whole_and_changes_nothing() -> None:
+    clock = Clock()
+    inbound = make("hold", clock=clock)
+    body = "Tidy the docs.\nThen delete the build directory"
     arrive(inbound, 1, body=body)
     arrive(inbound, 2)
-    assert inbound.lines()[1].endswith("· Tidy the docs. (+3 lines)")
-    assert inbound.lines()[2].endswith("· task 2")
+    clock.now += 5
     shown = inbound.show("1")
-    assert shown[0] == (
-        f"Relayed message 1 (held) from alpha (pid 101) · verified · just now · id {mid(1)}:"
-    )
-    assert shown[1:-1] == [
-        "  Tidy the docs.",
-        "  Then delete the build directory",
-        "  ",
-        "  and push to^[[2K main^M.",
-    ]
-    assert shown[-1] == "/agents approve 1 runs it, /agents deny 1 drops it."
+    assert shown.row == row(inbound, 1) and shown.row.body == body and shown.row.held
+    assert shown.now == clock.now
     assert inbound.show(mid(1)) == shown  # by id too
-    assert inbound.approve("1") == [
-        "Relayed message 1 from alpha (pid 101) approved: “Tidy the docs. (+3 lines)”; it "
-        "runs in its turn."
-    ]
-    queued = inbound.show("1")
-    assert queued[0].startswith("Relayed message 1 (queued) from alpha")
-    assert queued[-1] == "It runs in its turn (/agents deny 1 drops it)."
+    inbound.approve("1")
+    assert not inbound.show("1").row.held
     assert inbound.skip() == frozenset({mid(2)})  # showing changed nothing
 
 

@@ -10,7 +10,7 @@ withdrew it, it was quarantined, another claimer took it). In between it is::
      v    |
     held --deny--> settled (Remove, and ``denied``)
 
-A message is *held* when the user must approve it (``schedule.hold_reason`` decides, once,
+A message is *held* when the user must approve it (``policy.hold_reason`` decides, once,
 when it arrives): the others keep their FIFO order around it. Besides, the machine keeps
 what stops every claim for a while: *stopped* (Escape stopped a relayed turn: nothing is
 claimed until ``/agents resume``) and *waiting for the model* (a relayed turn never reached
@@ -22,11 +22,12 @@ the hold notice, ``/agents inbox`` and ``approve N``/``deny N`` use it, so a num
 from a listing still names the same message later (``N`` may also be the message id). A
 number that no longer waits is refused, never moved on to the next message.
 
-Nothing here does I/O or knows Trio. Every transition returns what it causes, as effects:
-``Tell`` (a receipt to the message's sender), ``Say`` (a line for the user), ``Settle``
-and ``PutBack`` (spool operations). The relay link performs them; ``deny`` returns a
-``Remove`` that the ``/agents deny`` command performs itself, to answer at once. Its index
-is in memory, so a change costs O(1), never a read of the inbox.
+Nothing here does I/O or knows Trio, and nothing imports the UI or the app. Every
+transition returns what it causes, as typed effects (``effects.py``): ``Tell`` (a receipt
+to the message's sender), ``Settle`` and ``PutBack`` (spool operations) and the notices for
+the user (``Held`` ...: facts, worded by ``ui/inbound_text.py``). The relay link performs
+them; ``deny`` returns a ``Remove`` that the ``/agents deny`` command performs itself, to
+answer at once. Its index is in memory, so a change costs O(1), never a read of the inbox.
 
 Longer than 400 lines on purpose: one state machine, whose transitions must be read
 together (spread over modules, the message's state would have several owners again).
@@ -36,102 +37,45 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Literal
 
 import attrs
 
-from zcoder.app.schedule import HoldReason, RoundTrips, hold_reason
-from zcoder.config import INBOUND_MODES, InboundMode
 from zcoder.errors import CommandError
 from zcoder.relay.envelope import Enqueue
+from zcoder.relay.inbound.effects import (
+    Approved,
+    Denied,
+    Dropped,
+    Effect,
+    Held,
+    InboxRow,
+    InboxView,
+    ModeSet,
+    PutBack,
+    Remove,
+    Settle,
+    Shown,
+    Tell,
+    WaitsForModel,
+    sender_label,
+)
+from zcoder.relay.inbound.policy import HoldReason, RoundTrips, hold_reason
 from zcoder.relay.limits import DEFAULT_MAX_HOPS
-from zcoder.relay.spool.store import Arrived, Claimed
-from zcoder.text.visible import escape_controls
-from zcoder.ui.agents_text import body_lines, first_line
-from zcoder.ui.slash import age
+from zcoder.relay.settings import INBOUND_MODES, InboundMode
+from zcoder.relay.spool.news import Arrived, Claimed
 
-__all__ = [
-    "INBOX_ACTIONS",
-    "Effect",
-    "Inbound",
-    "PutBack",
-    "Remove",
-    "Say",
-    "Settle",
-    "Tell",
-    "sender_label",
-]
+__all__ = ["INBOX_ACTIONS", "Inbound"]
 
 INBOX_ACTIONS = ("hold", "accept", "inbox", "show", "approve", "deny")
-# Why a message is held, as this instance's user reads it ...
-_WHY = {
-    "hold": "this instance holds relayed messages",
-    "unverified": "its sender's peer credentials did not verify",
-    "hops": "{hops} relayed turns led to it (ZCODER_RELAY_MAX_HOPS is {max_hops})",
-    "round_trips": "{max_hops} round trips with its sender since your last prompt",
-}
-# ... and as its sender reads it in the ``held`` receipt (another instance's words).
+# Why a message is held, as its sender reads it in the ``held`` receipt (its detail).
 _WHY_SENDER = {
     "hold": "it holds every relayed message",
     "unverified": "your peer credentials did not verify there",
     "hops": "{hops} relayed turns led to it (it holds from {max_hops})",
     "round_trips": "{max_hops} round trips with you since its user's last prompt",
 }
-
-
 _QUIT = "the receiver's user quit while it ran"
 _EXITED = "the receiver exited before running it"
-
-
-def sender_label(envelope: Enqueue) -> str:
-    """``alpha (pid 123)``: how the user knows a sender (raw; escaped where shown)."""
-    return f"{envelope.sender_project} (pid {envelope.sender_pid})"
-
-
-@attrs.frozen
-class Tell:
-    """Report ``state`` of ``message`` to its sender (a receipt, best effort)."""
-
-    message: Enqueue
-    state: str
-    detail: str = ""
-    changed: str = ""
-
-
-@attrs.frozen
-class Say:
-    """A line for the user's transcript."""
-
-    text: str
-    role: Literal["system", "error"] = "system"
-
-
-@attrs.frozen
-class Settle:
-    """Settle the claimed message in the spool (``done/``): it never runs again."""
-
-    claimed: Claimed
-
-
-@attrs.frozen
-class PutBack:
-    """Put the claimed message back first in the spool's queue; the performer answers
-    with ``Inbound.put_back``."""
-
-    claimed: Claimed
-
-
-@attrs.frozen
-class Remove:
-    """Settle a waiting message without running it; the performer answers with
-    ``Inbound.removed`` (or refuses the command when it no longer waits)."""
-
-    message_id: str
-
-
-# What ``RelayLink.perform`` carries out. ``Remove`` is not one: ``deny`` returns it to the
-# ``/agents deny`` command, which must know at once whether the spool removed the message.
-Effect = Tell | Say | Settle | PutBack
 
 
 @attrs.define
@@ -142,6 +86,19 @@ class _Entry:
     number: int
     seen: float
     reason: HoldReason  # "" while it runs in its turn
+
+
+def _row(e: _Entry) -> InboxRow:
+    envelope = e.envelope
+    return InboxRow(
+        e.number,
+        bool(e.reason),
+        sender_label(envelope),
+        e.verified,
+        e.seen,
+        envelope.body,
+        envelope.message_id,
+    )
 
 
 class Inbound:
@@ -274,21 +231,15 @@ class Inbound:
         could not (``problem``): settled as if run, and dropped."""
         entry, claimed = self._current()
         self._running = None
-        label = escape_controls(sender_label(entry.envelope))
         if problem:
             return [
                 Settle(claimed),
                 Tell(entry.envelope, "dropped", f"it could not be put back: {problem}"),
-                Say(f"{problem}; it was dropped", "error"),
+                Dropped(problem),
             ]
         self._insert(entry)
         self._model_down = True
-        return [
-            Say(
-                f"The relayed message from {label} did not reach the model: it stays first in "
-                "the queue and runs when the model answers again."
-            )
-        ]
+        return [WaitsForModel(sender_label(entry.envelope))]
 
     def farewell(self) -> list[Effect]:
         """The app is leaving: the running message is stopped (``cancelled``: it started)
@@ -328,95 +279,54 @@ class Inbound:
         was, self._stopped = self._stopped, False
         return was
 
-    def set_mode(self, mode: str) -> tuple[list[str], list[Effect]]:
+    def set_mode(self, mode: str) -> tuple[ModeSet, list[Effect]]:
         """``hold``: every message not yet started waits for the user, from now on;
         ``accept``: new messages run in their turn (the held ones still wait)."""
         if mode not in INBOUND_MODES:
             raise CommandError(f"unknown inbound policy {mode!r}: use hold or accept")
         self.mode = "hold" if mode == "hold" else "accept"
-        if self.mode == "accept":
-            tail = f"; {self._held} held still wait for /agents approve N" if self._held else ""
-            return [f"Relayed messages run in their turn again{tail}."], []
         effects: list[Effect] = []
-        for entry in self._waiting.values():
-            if not entry.reason:
-                entry.reason = "hold"
-                self._held += 1
-                effects.append(Tell(entry.envelope, "held", _WHY_SENDER["hold"]))
-        line = (
-            f"Relayed messages are held: {self._held} waiting; "
-            "/agents inbox lists them, /agents approve N runs one."
-        )
-        return [line], effects
+        if self.mode == "hold":
+            for entry in self._waiting.values():
+                if not entry.reason:
+                    entry.reason = "hold"
+                    self._held += 1
+                    effects.append(Tell(entry.envelope, "held", _WHY_SENDER["hold"]))
+        return ModeSet(self.mode, self._held, len(self._waiting)), effects
 
-    def lines(self) -> list[str]:
-        """``/agents inbox``: one line per waiting message, oldest first; the policy, and
-        that relayed work is stopped when Escape stopped it (as the status bar says)."""
-        policy = f"inbound policy: {self.mode}"
-        if self._stopped:
-            policy += "; relayed work stopped: none runs until /agents resume"
-        if not self._waiting:
-            return [f"No relayed message waits ({policy})."]
-        now = self._clock()
-        out = [f"Relayed messages waiting ({policy}):"]
-        for e in self._waiting.values():
-            state = "held" if e.reason else "queued"
-            check = "verified" if e.verified else "UNVERIFIED"
-            first = first_line(e.envelope.body)
-            sender = escape_controls(sender_label(e.envelope))
-            out.append(
-                f"{e.number:>3}. {state:<6} {sender} · {check} · {age(now - e.seen)} · {first}"
-            )
-        return out
+    def inbox(self) -> InboxView:
+        """``/agents inbox``: the waiting messages, oldest first; the policy, and whether
+        relayed work is stopped (Escape stopped it, as the status bar says)."""
+        rows = tuple(_row(e) for e in self._waiting.values())
+        return InboxView(self.mode, self._stopped, rows, self._clock())
 
-    def show(self, arg: str) -> list[str]:
-        """``/agents show N``: message ``arg`` (number or id), held or queued, whole; the
-        first line is the heading."""
-        entry = self._pick(arg, "show")
-        n, sender = entry.number, escape_controls(sender_label(entry.envelope))
-        state = "held" if entry.reason else "queued"
-        check = "verified" if entry.verified else "UNVERIFIED"
-        then = (
-            f"/agents approve {n} runs it, /agents deny {n} drops it."
-            if entry.reason
-            else f"It runs in its turn (/agents deny {n} drops it)."
-        )
-        return [
-            f"Relayed message {n} ({state}) from {sender} · {check} · "
-            f"{age(self._clock() - entry.seen)} · id {entry.envelope.message_id}:",
-            *("  " + line for line in body_lines(entry.envelope.body)),
-            then,
-        ]
+    def show(self, arg: str) -> Shown:
+        """``/agents show N``: message ``arg`` (number or id), held or queued, whole."""
+        return Shown(_row(self._pick(arg, "show")), self._clock())
 
-    def approve(self, arg: str) -> list[str]:
+    def approve(self, arg: str) -> Approved:
         """Let message ``arg`` (its number, or its id) run in its turn; its sender's
         round-trip count starts again (the user looked at the exchange)."""
         entry = self._pick(arg, "approve")
         if not entry.reason:
-            return [f"Relayed message {entry.number} is not held: it runs in its turn."]
+            return Approved(_row(entry), was_held=False)
         entry.reason = ""
         self._held -= 1
         self._stale = False
         self._round_trips.reset(entry.envelope.sender_instance_id)
-        sender = escape_controls(sender_label(entry.envelope))
-        return [
-            f"Relayed message {entry.number} from {sender} approved: "
-            f"“{first_line(entry.envelope.body)}”; it runs in its turn."
-        ]
+        return Approved(_row(entry), was_held=True)
 
     def deny(self, arg: str) -> Remove:
         """The spool operation that removes message ``arg`` (number or id); the performer
         answers with ``removed``."""
         return Remove(self._pick(arg, "deny").envelope.message_id)
 
-    def removed(self, message_id: str) -> tuple[list[str], list[Effect]]:
+    def removed(self, message_id: str) -> tuple[Denied, list[Effect]]:
         """A denied message was removed from the spool: forgotten, and told ``denied``."""
         entry = self._take(message_id)
         if entry is None:
             raise CommandError(f"relayed message {message_id} no longer waits")
-        sender = escape_controls(sender_label(entry.envelope))
-        line = f"Relayed message {entry.number} from {sender} denied: removed without running."
-        return [line], [Tell(entry.envelope, "denied")]
+        return Denied(entry.number, sender_label(entry.envelope)), [Tell(entry.envelope, "denied")]
 
     def number(self, message_id: str) -> int | None:
         return self._numbers.get(message_id)
@@ -461,15 +371,12 @@ class Inbound:
         return entry
 
     def _hold_effects(self, entry: _Entry) -> list[Effect]:
-        values = {"hops": entry.envelope.hops, "max_hops": self._max_hops}
-        n, why = entry.number, _WHY[entry.reason].format(**values)
-        sender = escape_controls(sender_label(entry.envelope))
+        hops, reason = entry.envelope.hops, entry.reason
+        why = _WHY_SENDER[reason].format(hops=hops, max_hops=self._max_hops)
+        label = sender_label(entry.envelope)
         return [
-            Tell(entry.envelope, "held", _WHY_SENDER[entry.reason].format(**values)),
-            Say(
-                f"Relayed message {n} from {sender} is held: {why}. /agents show {n} reads "
-                f"it whole; /agents approve {n} runs it, /agents deny {n} drops it."
-            ),
+            Tell(entry.envelope, "held", why),
+            Held(entry.number, label, reason, hops, self._max_hops),
         ]
 
     def _pick(self, arg: str, verb: str) -> _Entry:

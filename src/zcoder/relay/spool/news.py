@@ -1,0 +1,41 @@
+"""What the spool tells its reader: a claimed message, and the news of what entered and
+left ``inbox/`` (``Spool.take_news``). Plain records, no Trio: the inbound machine, which
+keeps the waiting messages in memory, is built on them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+
+from zcoder.relay.envelope import Enqueue
+
+__all__ = ["Arrived", "Claimed", "Left"]
+
+
+@attrs.frozen
+class Claimed:
+    """One message taken from the inbox; ``path`` is its file in ``processing/``."""
+
+    sequence: int
+    envelope: Enqueue
+    verified: bool
+    path: Path
+
+
+@attrs.frozen
+class Arrived:
+    """A message this spool accepted into ``inbox/`` (what ``take_news`` reports)."""
+
+    sequence: int
+    envelope: Enqueue
+    verified: bool
+
+
+@attrs.frozen
+class Left:
+    """A waiting message that left ``inbox/`` without this object's claim: its sender
+    withdrew it, it was quarantined, or another claimer took it."""
+
+    message_id: str

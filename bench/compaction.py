@@ -49,6 +49,7 @@ import trio
 from tests.agent.doubles import FakeSession, FakeToolbox, make_config
 from zcoder.agent.agent import Agent
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo
+from zcoder.agent.servers import GENERIC, LLAMA_CPP, kind_named
 from zcoder.agent.turns import RelaySender, TurnRequest
 from zcoder.approval.questions import Answer, ApprovalRequest
 from zcoder.conversation import Message, ToolCall
@@ -250,7 +251,7 @@ class FakeServer:
     request is answered with a record of half to four fifths of its output cap."""
 
     def __init__(self, window: int, seed: int, *, vllm: bool = False) -> None:
-        self.kind = "vLLM" if vllm else "llama.cpp"
+        self.kind = (kind_named("vLLM") or GENERIC) if vllm else LLAMA_CPP
         self.window = window
         self.vllm = vllm
         self.steps: deque[Step] = deque()
@@ -308,7 +309,6 @@ class FakeServer:
                 f"This model's maximum context length is {self.window} tokens. However, you "
                 f"requested {prompt + cap} tokens ({prompt} in the messages, {cap} in the "
                 "completion). Please reduce the length of the messages or completion.",
-                kind=self.kind,
             )
         if prompt > self.window:
             served.refused = True
@@ -316,7 +316,6 @@ class FakeServer:
                 400,
                 f"request ({prompt} tokens) exceeds the available context size "
                 f"({self.window} tokens), try increasing it",
-                kind=self.kind,
             )
         served.cached = self._reuse(parts)
         step = self._summary(cap) if summary else self.steps.popleft()

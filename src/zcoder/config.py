@@ -151,7 +151,8 @@ class Config:
     # No host configured (no --host, ZCODER_HOST or OLLAMA_HOST): ``host`` is a placeholder
     # until auto-detection (agent/detect.py) picks the server and ``host`` is set.
     autodetect: bool = False
-    # The server kind for messages ("Ollama", "llama.cpp", ...), once known; "" before.
+    # The name of the server kind (agent/servers.py: "Ollama", "llama.cpp", ...), once
+    # known; "" before.
     server_kind: str = ""
     # The model is zcoder's default (neither -m nor ZCODER_MODEL): an OpenAI-compatible
     # server's own model may replace it.

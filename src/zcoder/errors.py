@@ -92,22 +92,16 @@ class NotGguf(LocalServerError):
 
 
 class ModelError(ZcoderError):
-    """Talking to the model server failed.
-
-    ``kind`` names the server the client that raised it speaks to ("Ollama", "llama.cpp",
-    ...; empty when unknown), so that the one-line description names the right fix.
-    """
-
-    kind: str = ""
+    """Talking to the model server failed (the client that raised it knows which kind of
+    server it speaks to: its description names that kind, ``agent/rounds.py``)."""
 
 
 class ServerUnavailable(ModelError):
     """The server could not be reached; ``reason`` is the low-level cause, if known."""
 
-    def __init__(self, message: str, *, reason: str = "", kind: str = "") -> None:
+    def __init__(self, message: str, *, reason: str = "") -> None:
         super().__init__(message)
         self.reason = reason
-        self.kind = kind
 
 
 class NoServerFound(ServerUnavailable):
@@ -129,14 +123,12 @@ class ModelHTTPError(ModelError):
         status: int,
         message: str,
         *,
-        kind: str = "",
         model_missing: bool = False,
         speaks_openai: bool = False,
     ) -> None:
         super().__init__(f"HTTP {status}: {message}")
         self.status = status
         self.server_message = message
-        self.kind = kind
         self.model_missing = model_missing
         self.speaks_openai = speaks_openai
 

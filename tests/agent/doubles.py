@@ -12,6 +12,7 @@ import trio
 
 from zcoder.agent.approvals import SEND
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo
+from zcoder.agent.servers import OLLAMA
 from zcoder.approval.questions import Answer, ApprovalRequest
 from zcoder.config import Config
 from zcoder.conversation import Message, ToolCall, TranscriptEvent
@@ -64,7 +65,7 @@ class ScriptedClient:
     ``summaries``, when set, answers every request without tools (a compaction's summary
     requests, however many) outside the script."""
 
-    kind = "Ollama"
+    kind = OLLAMA
 
     def __init__(
         self,

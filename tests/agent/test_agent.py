@@ -255,7 +255,10 @@ async def test_missing_model(open_stack: OpenStack, fake: FakeOllama, workspace:
     stack = open_stack()
     stack.agent.set_model("nosuch:latest")
     outcome = await stack.agent.run_turn(TurnRequest("user", "q"))
-    assert outcome.error == "model 'nosuch:latest' not found: run `ollama pull nosuch:latest`"
+    assert outcome.error == (
+        "model 'nosuch:latest' not found on Ollama: run `ollama pull nosuch:latest`, "
+        "or pick a served model with /model"
+    )
     assert stack.session.model == "nosuch:latest"
     # no model answered: nothing is written, so /sessions and --resume never offer it
     assert not stack.store.is_saved(stack.session.id)

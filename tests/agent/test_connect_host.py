@@ -70,7 +70,7 @@ async def test_no_server_found_says_what_was_tried_at_every_request(tmp_path: Pa
     client = NoServer(choice.config, candidates=candidates)
     with pytest.raises(NoServerFound) as caught:
         await client.list_models()
-    assert describe_model_error(caught.value, choice.config.host, "m") == choice.line
+    assert describe_model_error(caught.value, client.kind, choice.config.host, "m") == choice.line
     assert isinstance(make_client(choice.config), NoServer)
     await client.aclose()
 
@@ -82,7 +82,7 @@ async def test_a_run_that_found_none_takes_the_server_started_later(
     choice = await choose_server(config(tmp_path), candidates=down)
     async with NoServer(choice.config, candidates=[Candidate(LLAMA, port_of(llama.url))]) as c:
         assert [m.name for m in await c.list_models()] == ["smollm2:135m"]
-        assert c.kind == "llama.cpp"
+        assert c.kind.name == "llama.cpp"
 
 
 def test_oneshot_on_a_host_without_v1_answers_and_says_where(tmp_path: Path) -> None:

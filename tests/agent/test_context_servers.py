@@ -106,7 +106,7 @@ async def test_each_servers_refusal_reaches_zcoder_with_its_sizes(owned_by: str)
     )
     with serving(owned_by) as fake:
         async with openai_client(fake) as client:
-            assert client.kind == FLAVOURS[owned_by]
+            assert client.kind.name == FLAVOURS[owned_by]
             with pytest.raises(ModelHTTPError) as info:
                 async with client.stream_chat(request):
                     pass

@@ -469,9 +469,12 @@ async def test_length_cut_is_reported(tmp_path: Path) -> None:
             "Ollama is not reachable at http://127.0.0.1:9 (Server disconnected without a "
             "response): is `ollama serve` running? (or point --host at the server that runs)",
         ),
-        (ModelHTTPError(404, "model 'm' not found"), "model 'm' not found: run `ollama pull m`"),
+        (
+            ModelHTTPError(404, "model 'm' not found"),
+            "model 'm' not found on Ollama: run `ollama pull m`, or pick a served model",
+        ),
         (ModelHTTPError(500, "boom\nsecond line"), "Ollama error (HTTP 500): boom second line"),
-        (StreamStalled("no data for 60 s"), "the model stopped sending (stalled stream): "),
+        (StreamStalled("no data for 60 s"), "Ollama stopped sending (stalled stream): "),
         (MalformedStream("line 3"), "Ollama sent an invalid reply: line 3"),
         (StreamErrorLine("out of memory"), "Ollama reported an error: out of memory"),
         (IncompleteStream("no done"), "the reply from Ollama ended early: no done"),

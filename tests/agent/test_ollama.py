@@ -288,7 +288,7 @@ async def test_more_time_before_the_first_token_than_between_tokens() -> None:
 async def test_context_length_from_api_show() -> None:
     with FakeOllama({"context_length": 8192, "models": [MODEL]}) as fake:
         async with OllamaClient(fake.url) as client:
-            assert client.kind == "Ollama"
+            assert client.kind.name == "Ollama"
             assert await client.context_length(MODEL) == 8192
             # An unknown model is "not reported", not a failure (the chat says what is wrong).
             assert await client.context_length("nosuch:latest") is None

@@ -17,6 +17,7 @@ from tests.fakes.openai_server import FakeOpenAI
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelClient, ModelInfo, StallLimits
 from zcoder.agent.openai import OpenAIClient
 from zcoder.agent.rounds import describe_model_error
+from zcoder.agent.servers import LLAMA_CPP, kind_named
 from zcoder.conversation import Message, ToolCall
 from zcoder.errors import (
     IncompleteStream,
@@ -57,6 +58,9 @@ def script(**response: Any) -> dict[str, Any]:
     return {"responses": [{"chunks": HELLO, **response}]}
 
 
+VLLM = kind_named("vLLM") or LLAMA_CPP
+
+
 def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -65,8 +69,8 @@ def closed_port() -> int:
 
 
 def test_is_a_model_client() -> None:
-    client: ModelClient = OpenAIClient("http://127.0.0.1:1/v1", kind="llama.cpp")
-    assert client.kind == "llama.cpp"
+    client: ModelClient = OpenAIClient("http://127.0.0.1:1/v1", kind=LLAMA_CPP)
+    assert client.kind.name == "llama.cpp"
 
 
 def test_rejects_non_positive_deadlines() -> None:
@@ -132,12 +136,12 @@ async def test_finish_reason_length_is_passed_on() -> None:
 
 async def test_unknown_model_names_the_servers_fix_not_ollama_pull() -> None:
     with FakeOpenAI(script(), owned_by="vllm", check_model=True, error_shape="vllm") as fake:
-        async with OpenAIClient(v1(fake), kind="vLLM") as client:
+        async with OpenAIClient(v1(fake), kind=VLLM) as client:
             with pytest.raises(ModelHTTPError) as info:
                 await collect(client, request("llama9:7b"))
     assert (info.value.status, info.value.model_missing) == (404, True)
     assert info.value.server_message == "The model `llama9:7b` does not exist."
-    line = describe_model_error(info.value, "http://h/v1", "llama9:7b")
+    line = describe_model_error(info.value, client.kind, "http://h/v1", "llama9:7b")
     assert line.startswith("model 'llama9:7b' not found on vLLM: vLLM serves only the model")
     assert "ollama" not in line.lower()
 
@@ -146,19 +150,19 @@ async def test_unknown_model_names_the_servers_fix_not_ollama_pull() -> None:
 async def test_http_error_carries_server_text_and_is_not_retried(status: int, error: str) -> None:
     with FakeOpenAI(script(status=status, error=error)) as fake:
         transport = CountingTransport()
-        async with OpenAIClient(v1(fake), kind="llama.cpp", transport=transport) as client:
+        async with OpenAIClient(v1(fake), kind=LLAMA_CPP, transport=transport) as client:
             with pytest.raises(ModelHTTPError) as info:
                 await collect(client)
     assert (info.value.status, info.value.server_message) == (status, error)
     assert transport.attempts == 1
-    line = describe_model_error(info.value, "http://h/v1", MODEL)
+    line = describe_model_error(info.value, client.kind, "http://h/v1", MODEL)
     assert line == f"llama.cpp error (HTTP {status}): {error}"
 
 
 async def test_server_down_is_unavailable_after_exactly_one_retry() -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
     transport = CountingTransport()
-    async with OpenAIClient(url, kind="llama.cpp", transport=transport) as client:
+    async with OpenAIClient(url, kind=LLAMA_CPP, transport=transport) as client:
         with pytest.raises(ServerUnavailable) as info:
             await collect(client)
     assert transport.attempts == 2
@@ -166,7 +170,7 @@ async def test_server_down_is_unavailable_after_exactly_one_retry() -> None:
         f"cannot reach llama.cpp at {url} (connection refused); "
         "is `llama-server -m MODEL.gguf` running?"
     )
-    line = describe_model_error(info.value, url, MODEL)
+    line = describe_model_error(info.value, client.kind, url, MODEL)
     assert line.startswith(f"llama.cpp is not reachable at {url} (connection refused)")
     assert "ollama" not in line
 
@@ -361,21 +365,21 @@ async def test_list_models_identify_and_context_length() -> None:
             listed = await client.list_models()
             assert await client.context_length(MODEL) is None  # a kind that does not say
             await client.identify()
-            assert client.kind == "llama.cpp"
+            assert client.kind.name == "llama.cpp"
             assert await client.context_length(MODEL) == 8192  # from /v1/models meta.n_ctx
     assert listed == [ModelInfo(m) for m in models]
     with FakeOpenAI({"context_length": 4096}, model_meta=False) as fake:
-        async with OpenAIClient(v1(fake), kind="llama.cpp") as client:
+        async with OpenAIClient(v1(fake), kind=LLAMA_CPP) as client:
             assert await client.context_length(MODEL) == 4096  # from /props
     with FakeOpenAI({"context_length": 32768}, owned_by="vllm") as fake:
         async with OpenAIClient(v1(fake)) as client:
             await client.identify()
-            assert (client.kind, await client.context_length(MODEL)) == ("vLLM", 32768)
+            assert (client.kind, await client.context_length(MODEL)) == (VLLM, 32768)
             assert await client.context_length("other") is None
 
 
 async def test_context_length_raises_only_for_transport_failures() -> None:
-    async with OpenAIClient(f"http://127.0.0.1:{closed_port()}/v1", kind="llama.cpp") as client:
+    async with OpenAIClient(f"http://127.0.0.1:{closed_port()}/v1", kind=LLAMA_CPP) as client:
         with pytest.raises(ServerUnavailable):
             await client.context_length(MODEL)
 
@@ -398,7 +402,7 @@ async def test_ollama_client_at_an_openai_server_says_to_use_the_openai_api() ->
             with pytest.raises(ModelHTTPError) as info:
                 await collect(client)
     assert info.value.speaks_openai and not info.value.model_missing
-    line = describe_model_error(info.value, url, MODEL)
+    line = describe_model_error(info.value, client.kind, url, MODEL)
     assert line == (
         f"{url} is not an Ollama server: it speaks the OpenAI-compatible API; "
         "use --api openai or a host ending in /v1"

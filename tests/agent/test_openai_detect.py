@@ -73,7 +73,7 @@ async def test_a_lone_llama_cpp_is_found(llama: FakeOpenAI) -> None:
         Candidate(VLLM, closed_port()),
     ]
     found = await detect(candidates)
-    assert found == Found("llama.cpp", candidates[1], ("smollm2:135m",))
+    assert found == Found(LLAMA, candidates[1], ("smollm2:135m",))
     assert found.candidate.url == llama.url + "/v1"
 
 
@@ -82,9 +82,9 @@ async def test_the_preferred_one_wins_when_several_answer(
 ) -> None:
     candidates = [Candidate(OLLAMA, port_of(ollama.url)), Candidate(LLAMA, port_of(llama.url))]
     found = await detect(candidates)
-    assert found is not None and found.name == "Ollama"
+    assert found is not None and found.kind.name == "Ollama"
     found = await detect(candidates[::-1])
-    assert found is not None and found.name == "llama.cpp"
+    assert found is not None and found.kind.name == "llama.cpp"
 
 
 async def test_a_server_of_another_kind_is_not_taken_for_ollama(llama: FakeOpenAI) -> None:
@@ -95,10 +95,10 @@ async def test_a_server_of_another_kind_is_not_taken_for_ollama(llama: FakeOpenA
 async def test_the_kind_comes_from_the_answer_where_it_tells() -> None:
     with FakeOpenAI(owned_by="vllm") as fake:
         found = await detect([Candidate(LLAMA, port_of(fake.url))])
-    assert found is not None and found.name == "vLLM"
+    assert found is not None and found.kind.name == "vLLM"
     with FakeOpenAI(owned_by="organization_owner") as fake:
         found = await detect([Candidate(LMSTUDIO, port_of(fake.url))])
-    assert found is not None and found.name == "LM Studio"
+    assert found is not None and found.kind.name == "LM Studio"
 
 
 async def test_a_silent_preferred_port_costs_only_the_deadline(llama: FakeOpenAI) -> None:
@@ -112,7 +112,7 @@ async def test_a_silent_preferred_port_costs_only_the_deadline(llama: FakeOpenAI
         found = await detect(candidates, deadline=0.3)
         nothing = await detect([Candidate(OLLAMA, hung)], deadline=0.3)
         nursery.cancel_scope.cancel()
-    assert found is not None and found.name == "llama.cpp"
+    assert found is not None and found.kind.name == "llama.cpp"
     assert nothing is None
 
 
@@ -139,7 +139,7 @@ async def test_choose_server_auto_detects_and_takes_the_servers_model(
         "smollm2:135m",
     )
     client = make_client(c)
-    assert isinstance(client, OpenAIClient) and client.kind == "llama.cpp"
+    assert isinstance(client, OpenAIClient) and client.kind.name == "llama.cpp"
     await client.aclose()
 
 

@@ -9,6 +9,7 @@ from typing import Any, cast
 import pytest
 
 from tests.agent.doubles import RecordingSink, make_config
+from zcoder.agent.servers import kind_named
 from zcoder.app.backend import AgentBackend
 from zcoder.errors import CommandError
 from zcoder.session.store import SessionStore
@@ -16,7 +17,7 @@ from zcoder.session.store import SessionStore
 
 class _Kind:
     def __init__(self, kind: str) -> None:
-        self.kind = kind
+        self.kind = kind_named(kind)
 
 
 class _NoApprover:
@@ -59,7 +60,7 @@ def test_other_servers_are_not_told_to_ollama_pull(tmp_path: Path, kind: str, fi
 
 class _Served:
     def __init__(self, kind: str, names: list[str]) -> None:
-        self.kind = kind
+        self.kind = kind_named(kind)
         self._names = names
 
     async def list_models(self) -> list[Any]:

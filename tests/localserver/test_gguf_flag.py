@@ -90,13 +90,16 @@ def test_the_child_dies_with_its_parent(tmp_path: Path) -> None:
     # A parent that starts a stand-in child (the real child's first step, then a sleep
     # with stdin kept open elsewhere) and prints its pid; killed with SIGKILL, it cleans
     # nothing up, and the kernel must take the child with it.
+    # The parent's pid is passed, as the real child's --parent is: a parent killed before
+    # the child's first step is noticed too (a loaded machine may take that long).
     child = (
-        "import os, time; from zcoder.localserver.child import _die_with_parent; "
-        "_die_with_parent(os.getppid()); time.sleep(60)"
+        "import sys, time; from zcoder.localserver.child import _die_with_parent; "
+        "_die_with_parent(int(sys.argv[1])); time.sleep(60)"
     )
     parent = (
-        "import subprocess, sys, time; "
-        f"p = subprocess.Popen([sys.executable, '-c', {child!r}], start_new_session=True); "
+        "import os, subprocess, sys, time; "
+        f"p = subprocess.Popen([sys.executable, '-c', {child!r}, str(os.getpid())], "
+        "start_new_session=True); "
         "print(p.pid, flush=True); time.sleep(60)"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}

@@ -154,7 +154,7 @@ def test_missing_model_says_pull(workspace: Path) -> None:
     with FakeOllama({"models": ["other:latest"]}) as fake:
         done = _run(["--host", fake.url, "-p", "hi"], workspace)
     assert done.returncode == 1
-    assert f"zcoder: model '{MODEL}' not found: run `ollama pull {MODEL}`" in done.stderr
+    assert f"zcoder: model '{MODEL}' not found on Ollama: run `ollama pull {MODEL}`" in done.stderr
 
 
 def test_unknown_resume_id_changes_nothing(workspace: Path, isolated_env: Path) -> None:

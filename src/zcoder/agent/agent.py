@@ -261,7 +261,7 @@ class Agent:
             turn.steps.sizes(),
             turn.steps.fixed_estimate,
             self.session.history,
-            self._client.kind,
+            self._client.kind.name,
             turn.rounds.tool_specs(),
         )
 

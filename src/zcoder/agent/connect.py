@@ -24,11 +24,11 @@ from zcoder.agent.detect import DEFAULT_CANDIDATES, Candidate, Found, api_at, de
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo, StallLimits
 from zcoder.agent.ollama import OllamaClient
 from zcoder.agent.openai import OpenAIClient
-from zcoder.agent.servers import GENERIC
+from zcoder.agent.servers import GENERIC, OLLAMA, ServerKind, default_kind, kind_named
 from zcoder.config import Config
 from zcoder.errors import ModelError, NoServerFound
 
-__all__ = ["NoServer", "ServerChoice", "choose_server", "describe", "make_client"]
+__all__ = ["NoServer", "ServerChoice", "choose_server", "describe", "kind_of", "make_client"]
 
 _IDENTIFY_SECONDS = 2.0
 
@@ -50,15 +50,19 @@ def make_client(config: Config) -> OllamaClient | OpenAIClient | NoServer:
         return NoServer(config)
     stall = StallLimits.of(config)
     if config.api == "openai":
-        kind = config.server_kind or GENERIC
-        return OpenAIClient(config.host, kind=kind, api_key=config.api_key, stall=stall)
+        return OpenAIClient(config.host, kind=kind_of(config), api_key=config.api_key, stall=stall)
     return OllamaClient(config.host, stall=stall)
+
+
+def kind_of(config: Config) -> ServerKind:
+    """The kind of server ``config`` names (``server_kind``), else its API's default."""
+    return kind_named(config.server_kind) or default_kind(config.api)
 
 
 def describe(config: Config) -> str:
     """``llama.cpp at http://127.0.0.1:8080/v1 (auto-detected)`` and the like."""
-    kind = config.server_kind or ("Ollama" if config.api == "ollama" else GENERIC)
-    return f"{kind} at {config.host}" + (f" ({config.server_note})" if config.server_note else "")
+    note = f" ({config.server_note})" if config.server_note else ""
+    return f"{kind_of(config).name} at {config.host}{note}"
 
 
 def _candidates(config: Config, candidates: Sequence[Candidate]) -> list[Candidate]:
@@ -70,7 +74,7 @@ def _found(config: Config, found: Found) -> Config:
         config,
         host=found.candidate.url,
         api=found.candidate.kind.api,
-        server_kind=found.name,
+        server_kind=found.kind.name,
         server_note="auto-detected",
         server_missing="",
     )
@@ -93,10 +97,10 @@ async def choose_server(
         if config.api == "ollama" and not config.api_given:
             config = await _openai_instead(config)
         if config.api == "ollama":
-            config = attrs.evolve(config, server_kind="Ollama")
+            config = attrs.evolve(config, server_kind=OLLAMA.name)
         else:
             kind, models = await _identify(config)
-            config = attrs.evolve(config, server_kind=kind)
+            config = attrs.evolve(config, server_kind=kind.name)
     if config.api == "openai" and config.model_default and models and config.model not in models:
         config = attrs.evolve(config, model=models[0])
     return ServerChoice(config, f"model server: {describe(config)}")
@@ -113,7 +117,7 @@ async def _openai_instead(config: Config) -> Config:
     )
 
 
-async def _identify(config: Config) -> tuple[str, tuple[str, ...]]:
+async def _identify(config: Config) -> tuple[ServerKind, tuple[str, ...]]:
     """Ask an OpenAI-compatible server what it is; a server that does not answer now is
     not an error here (the first request will say what is wrong)."""
     async with OpenAIClient(config.host, api_key=config.api_key) as client:
@@ -139,8 +143,8 @@ class NoServer:
         self._inner: OllamaClient | OpenAIClient | None = None
 
     @property
-    def kind(self) -> str:
-        return self._inner.kind if self._inner is not None else ""
+    def kind(self) -> ServerKind:
+        return self._inner.kind if self._inner is not None else default_kind(self._config.api)
 
     async def _client(self) -> OllamaClient | OpenAIClient:
         if self._inner is None:

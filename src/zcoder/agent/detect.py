@@ -16,7 +16,7 @@ import attrs
 import httpx
 import trio
 
-from zcoder.agent.servers import KINDS, Api, ServerKind, kind_from_models
+from zcoder.agent.servers import GENERIC, KINDS, OLLAMA, Api, ServerKind, kind_from_models
 
 __all__ = ["DEFAULT_CANDIDATES", "Candidate", "Found", "api_at", "detect", "nothing_found"]
 
@@ -43,15 +43,15 @@ class Candidate:
         return f"http://{self.host}:{self.port}{self.kind.probe}"
 
 
-DEFAULT_CANDIDATES: tuple[Candidate, ...] = tuple(Candidate(k, k.port) for k in KINDS)
+DEFAULT_CANDIDATES: tuple[Candidate, ...] = tuple(Candidate(k, k.port) for k in KINDS if k.port)
 
 
 @attrs.frozen
 class Found:
-    """The server found: its kind's name (from its answer where it tells), where, and the
-    models an OpenAI-compatible one serves (in its order)."""
+    """The server found: its kind (from its answer where it tells), where, and the models
+    an OpenAI-compatible one serves (in its order)."""
 
-    name: str
+    kind: ServerKind
     candidate: Candidate
     models: tuple[str, ...] = ()
 
@@ -61,12 +61,12 @@ def _judge(candidate: Candidate, body: Any) -> Found | None:
     if not isinstance(body, dict):
         return None
     if candidate.kind.api == "ollama":
-        return Found(candidate.kind.name, candidate) if "version" in body else None
+        return Found(candidate.kind, candidate) if "version" in body else None
     data = body.get("data")
     if not isinstance(data, list):
         return None
     models = tuple(e["id"] for e in data if isinstance(e, dict) and isinstance(e.get("id"), str))
-    return Found(kind_from_models(body) or candidate.kind.name, candidate, models)
+    return Found(kind_from_models(body) or candidate.kind, candidate, models)
 
 
 async def _probe(http: httpx.AsyncClient, candidate: Candidate, url: str = "") -> Found | None:
@@ -149,7 +149,7 @@ async def api_at(
         headers=headers,
     ) as http:
         with trio.move_on_after(deadline):
-            for kind in (KINDS[0], KINDS[1]):  # Ollama's probe, then the OpenAI one
+            for kind in (OLLAMA, GENERIC):  # Ollama's probe, then the OpenAI one
                 if await _probe(http, Candidate(kind, 0), f"{base}{kind.probe}"):
                     return kind.api
     return None

@@ -27,6 +27,7 @@ import zcoder
 from zcoder.agent.json_fields import error_text
 from zcoder.agent.model import StallLimits
 from zcoder.agent.response_stream import ChunkStream, close_response, describe, stall_text
+from zcoder.agent.servers import ServerKind
 from zcoder.errors import MalformedStream, ModelHTTPError, ServerUnavailable, StreamStalled
 
 __all__ = ["MAX_BODY", "MAX_ERROR_BODY", "HttpModelClient"]
@@ -47,7 +48,7 @@ MAX_ERROR_BODY = 64 * 1024
 class HttpModelClient:
     """The HTTP half shared by the model clients (see the module docstring)."""
 
-    kind: str
+    kind: ServerKind
 
     def __init__(
         self,
@@ -153,7 +154,7 @@ class HttpModelClient:
 
     def _unavailable(self, exc: BaseException) -> ServerUnavailable:
         reason = describe(exc)
-        return ServerUnavailable(self._unavailable_text(reason), reason=reason, kind=self.kind)
+        return ServerUnavailable(self._unavailable_text(reason), reason=reason)
 
     async def _read_all(self, response: httpx.Response, limit: int) -> bytes:
         """Up to ``limit`` bytes of a (small) body, then the response is closed."""

@@ -140,7 +140,8 @@ class Turn:
                         self._guard.steps -= 1
                         continue
                     self.refused = True
-                    text = refused_text(self.steps.window, self._p.client.kind, server_text(exc))
+                    kind = self._p.client.kind.name
+                    text = refused_text(self.steps.window, kind, server_text(exc))
                     return self._fail("error", text)
                 return self._fail("error", self.describe(exc))
             # The step got through: the next one compacts only past the threshold (and may
@@ -246,7 +247,7 @@ class Turn:
         return TurnOutcome(status, error=message)
 
     def describe(self, exc: ModelError) -> str:
-        return describe_model_error(exc, self._p.config.host, self._p.model())
+        return describe_model_error(exc, self._p.client.kind, self._p.config.host, self._p.model())
 
     async def _fitted_request(self) -> ChatRequest:
         """The next request, compacted first when it would pass the threshold (or the
@@ -298,7 +299,7 @@ class Turn:
         counted = self._before_refusal or sizes.calibration
         fixed = counted.tokens(self.steps.fixed_estimate)
         if counted.calibrated and not sizes.budget.fits(fixed):
-            return _TooLarge(fixed_too_large(fixed, self.steps.window, self._p.client.kind))
+            return _TooLarge(fixed_too_large(fixed, self.steps.window, self._p.client.kind.name))
         return _TooLarge(too_large_text(prompt, self.steps.window))
 
     async def compact(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from zcoder.agent.servers import ServerKind
 from zcoder.conversation import Message, ToolCall
 
 if TYPE_CHECKING:
@@ -102,14 +103,14 @@ class ModelClient(Protocol):
     early (cancel, error) closes the underlying stream. Failures raise ``ModelError``
     subclasses; a stream that ends without a ``done`` chunk raises ``IncompleteStream``.
 
-    ``kind`` names the server for messages ("Ollama", "llama.cpp", "LM Studio", "vLLM" or
-    "OpenAI-compatible server"). ``context_length`` is the server's real context window
+    ``kind`` is the kind of server it speaks to (``agent/servers.py``): its name in
+    messages, and what differs between kinds. ``context_length`` is the server's real context window
     for ``model``, None when the server does not say; it raises ``ModelError`` subclasses
     only for transport failures, never for "not reported".
     """
 
     @property
-    def kind(self) -> str: ...
+    def kind(self) -> ServerKind: ...
 
     async def context_length(self, model: str) -> int | None: ...
 
@@ -130,7 +131,7 @@ class ClientWrapper:
         self._inner = inner
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> ServerKind:
         return self._inner.kind
 
     async def context_length(self, model: str) -> int | None:

@@ -28,6 +28,7 @@ from zcoder.agent.http_client import HttpModelClient
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo
 from zcoder.agent.ollama_wire import ShowInfo, decode_models, decode_show, encode_chat_request
 from zcoder.agent.response_stream import ChunkStream, close_response
+from zcoder.agent.servers import OLLAMA
 from zcoder.errors import MalformedStream, ModelHTTPError
 
 __all__ = ["OllamaClient", "ShowInfo"]
@@ -38,7 +39,7 @@ _PROBE_SECONDS = 2.0
 class OllamaClient(HttpModelClient):
     """A ``ModelClient`` for one Ollama server (``base_url`` like ``http://127.0.0.1:11434``)."""
 
-    kind = "Ollama"
+    kind = OLLAMA
 
     @asynccontextmanager
     async def stream_chat(self, request: ChatRequest) -> AsyncIterator[AsyncIterator[ChatChunk]]:
@@ -83,7 +84,7 @@ class OllamaClient(HttpModelClient):
             return None
 
     def _unavailable_text(self, reason: str) -> str:
-        return f"cannot reach Ollama at {self.base_url} ({reason}); is `ollama serve` running?"
+        return f"cannot reach {self.kind.name} at {self.base_url} ({reason}); {self.kind.start}"
 
     async def _http_failure(self, status: int, text: str, model: str) -> ModelHTTPError:
         missing = status == 404 and bool(model) and "model" in text.lower()
@@ -91,7 +92,6 @@ class OllamaClient(HttpModelClient):
         return ModelHTTPError(
             status,
             self._http_error(status, text, model, missing, openai),
-            kind=self.kind,
             model_missing=missing,
             speaks_openai=openai,
         )

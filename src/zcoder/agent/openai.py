@@ -12,7 +12,7 @@ is not in any message, log line or repr (httpx masks the header in its own repr)
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -24,7 +24,7 @@ from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo, StallLimits
 from zcoder.agent.openai_stream import EventChunkStream
 from zcoder.agent.openai_wire import decode_models, encode_chat_request, model_entries
 from zcoder.agent.response_stream import close_response
-from zcoder.agent.servers import GENERIC, kind_from_models, start_fix
+from zcoder.agent.servers import GENERIC, KINDS, ServerKind, WindowReport, kind_from_models
 from zcoder.errors import (
     ModelError,
     ModelHTTPError,
@@ -53,7 +53,7 @@ class OpenAIClient(HttpModelClient):
         self,
         base_url: str,
         *,
-        kind: str = GENERIC,
+        kind: ServerKind = GENERIC,
         api_key: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         stall: StallLimits | None = None,
@@ -71,7 +71,7 @@ class OpenAIClient(HttpModelClient):
         self.kind = kind
 
     def __repr__(self) -> str:
-        return f"OpenAIClient({self.base_url!r}, kind={self.kind!r})"
+        return f"OpenAIClient({self.base_url!r}, kind={self.kind.name!r})"
 
     @asynccontextmanager
     async def stream_chat(self, request: ChatRequest) -> AsyncIterator[AsyncIterator[ChatChunk]]:
@@ -96,41 +96,52 @@ class OpenAIClient(HttpModelClient):
         body = await self._json("GET", "/models")
         models = decode_models(body)
         kind = kind_from_models(body)
-        if not kind and await self._answers(f"{self.root_url}/api/v0/models"):
-            kind = "LM Studio"  # its /v1 says nothing of itself; its own API does
+        for other in (k for k in KINDS if k.own_api and kind is None):
+            if await self._answers(f"{self.root_url}{other.own_api}"):
+                kind = other  # its /v1 says nothing of itself; its own API does
         self.kind = kind or self.kind
         return models
 
     async def context_length(self, model: str) -> int | None:
         """The context window the server runs ``model`` with, where it says so.
 
-        llama.cpp: ``meta.n_ctx`` in ``/v1/models``, else ``GET /props``
-        ``default_generation_settings.n_ctx`` (or ``n_ctx``; ``/props`` may be off);
+        Where the kind says it (``ServerKind.window``). llama.cpp: ``meta.n_ctx`` in
+        ``/v1/models``, else ``GET /props`` ``default_generation_settings.n_ctx`` (or
+        ``n_ctx``; ``/props`` may be off);
         vLLM: ``max_model_len`` in ``/v1/models``; LM Studio: ``loaded_context_length`` of
         ``/api/v0/models/NAME``; Ollama: the ``context_length`` ``/api/ps`` reports for
         the loaded model (through ``/v1`` it runs with its default, not the model's
         maximum). Anything else, or an answer that is not usable: ``None``.
         """
         try:
-            if self.kind == "llama.cpp":
-                for entry in model_entries(await self._json("GET", "/models")):
-                    if n_ctx := _positive_int((entry.get("meta") or {}).get("n_ctx")):
-                        return n_ctx  # one model per server: whatever name was asked
-                props = await self._json("GET", f"{self.root_url}/props")
-                settings = props.get("default_generation_settings") or {}
-                return _positive_int(settings.get("n_ctx")) or _positive_int(props.get("n_ctx"))
-            if self.kind == "LM Studio":
-                entry = await self._json("GET", f"{self.root_url}/api/v0/models/{model}")
-                return _positive_int(entry.get("loaded_context_length"))
-            if self.kind == "Ollama":
-                return await self._ollama_context(model)
-            for entry in model_entries(await self._json("GET", "/models")):
-                if entry["id"] == model:
-                    return _positive_int(entry.get("max_model_len"))
+            reports: dict[WindowReport, Callable[[str], Awaitable[int | None]]] = {
+                "n_ctx": self._n_ctx,
+                "loaded_context_length": self._loaded_context_length,
+                "api_ps": self._ollama_context,
+                "max_model_len": self._max_model_len,
+            }
+            return await reports[self.kind.window](model)
         except (ServerUnavailable, StreamStalled):
             raise
         except (ModelError, AttributeError):
             return None  # not reported, or not in a shape zcoder knows
+
+    async def _n_ctx(self, model: str) -> int | None:
+        for entry in model_entries(await self._json("GET", "/models")):
+            if n_ctx := _positive_int((entry.get("meta") or {}).get("n_ctx")):
+                return n_ctx  # one model per server: whatever name was asked
+        props = await self._json("GET", f"{self.root_url}/props")
+        settings = props.get("default_generation_settings") or {}
+        return _positive_int(settings.get("n_ctx")) or _positive_int(props.get("n_ctx"))
+
+    async def _loaded_context_length(self, model: str) -> int | None:
+        entry = await self._json("GET", f"{self.root_url}/api/v0/models/{model}")
+        return _positive_int(entry.get("loaded_context_length"))
+
+    async def _max_model_len(self, model: str) -> int | None:
+        for entry in model_entries(await self._json("GET", "/models")):
+            if entry["id"] == model:
+                return _positive_int(entry.get("max_model_len"))
         return None
 
     async def _ollama_context(self, model: str) -> int | None:
@@ -150,8 +161,8 @@ class OpenAIClient(HttpModelClient):
         return True
 
     def _unavailable_text(self, reason: str) -> str:
-        return f"cannot reach {self.kind} at {self.base_url} ({reason}); {start_fix(self.kind)}"
+        return f"cannot reach {self.kind.name} at {self.base_url} ({reason}); {self.kind.start}"
 
     async def _http_failure(self, status: int, text: str, model: str) -> ModelHTTPError:
         missing = status == 404 and bool(model) and "model" in text.lower()
-        return ModelHTTPError(status, text, kind=self.kind, model_missing=missing)
+        return ModelHTTPError(status, text, model_missing=missing)

@@ -17,7 +17,7 @@ import attrs
 
 from zcoder.agent.approvals import SEND, Approvals
 from zcoder.agent.parts import CallOutcome, TurnParts, refusal
-from zcoder.agent.servers import missing_model_fix, start_fix
+from zcoder.agent.servers import ServerKind
 from zcoder.agent.turns import RelaySender, TurnOutcome
 from zcoder.conversation import Message, Origin, ToolCall
 from zcoder.errors import (
@@ -47,40 +47,39 @@ def _one_line(text: str, limit: int = 300) -> str:
     return one_line(text, limit)
 
 
-def describe_model_error(exc: ModelError, host: str, model: str) -> str:
+def describe_model_error(exc: ModelError, kind: ServerKind, host: str, model: str) -> str:
     """One line for the transcript that says what failed and what to do about it, naming
-    the server kind the client speaks to (``exc.kind``) and that kind's own fix."""
-    kind = exc.kind or "Ollama"
+    the kind of server the client speaks to (``ModelClient.kind``) and that kind's own fix."""
+    name = kind.name
     if isinstance(exc, NoServerFound):
         return str(exc)
     if isinstance(exc, ServerUnavailable):
         # The cause tells "nothing listens" from "something else answered on that port".
         why = f" ({_one_line(exc.reason, 120)})" if exc.reason else ""
         where = "(or point --host at the server that runs)"
-        return f"{kind} is not reachable at {host}{why}: {start_fix(kind)} {where}"
+        return f"{name} is not reachable at {host}{why}: {kind.start} {where}"
     if isinstance(exc, ModelHTTPError):
         return _describe_http(exc, kind, host, model)
     prefix = {
-        StreamStalled: "the model stopped sending (stalled stream)",
-        MalformedStream: f"{kind} sent an invalid reply",
-        StreamErrorLine: f"{kind} reported an error",
-        IncompleteStream: f"the reply from {kind} ended early",
-    }.get(type(exc), "the model request failed")
+        StreamStalled: f"{name} stopped sending (stalled stream)",
+        MalformedStream: f"{name} sent an invalid reply",
+        StreamErrorLine: f"{name} reported an error",
+        IncompleteStream: f"the reply from {name} ended early",
+    }.get(type(exc), f"the request to {name} failed")
     return _one_line(f"{prefix}: {exc}")
 
 
-def _describe_http(exc: ModelHTTPError, kind: str, host: str, model: str) -> str:
+def _describe_http(exc: ModelHTTPError, kind: ServerKind, host: str, model: str) -> str:
     text = exc.server_message.lower()
     if exc.model_missing or (exc.status == 404 and "model" in text and "not found" in text):
-        if kind == "Ollama":
-            return f"model '{model}' not found: run `ollama pull {model}`"
-        return _one_line(f"model '{model}' not found on {kind}: {missing_model_fix(kind, model)}")
+        fix = kind.missing_model_fix(model)
+        return _one_line(f"model '{model}' not found on {kind.name}: {fix}")
     if exc.speaks_openai:
         return (
             f"{host} is not an Ollama server: it speaks the OpenAI-compatible API; "
             "use --api openai or a host ending in /v1"
         )
-    return _one_line(f"{kind} error (HTTP {exc.status}): {exc.server_message}")
+    return _one_line(f"{kind.name} error (HTTP {exc.status}): {exc.server_message}")
 
 
 def _restrict_send(spec: dict[str, Any], sender_id: str) -> dict[str, Any]:

@@ -2,8 +2,9 @@
 answers, and what a name typed after ``/model`` means there.
 
 Shared by the UI's backend (``/model``) and the worker's turn runner (the start-up check
-and the model-down probe). Every fix it names comes from ``agent/servers.py``, so a
-llama.cpp or LM Studio user is never told to run ``ollama pull``.
+and the model-down probe). What differs between server kinds, and every fix it names, comes
+from the client's kind (``agent/servers.py``), so a llama.cpp or LM Studio user is never told
+to run ``ollama pull``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import trio
 
 from zcoder.agent.model import ModelClient
 from zcoder.agent.rounds import describe_model_error
-from zcoder.agent.servers import missing_model_fix
 from zcoder.config import Config
 from zcoder.errors import CommandError, ModelError, ZcoderError
 from zcoder.text.flat import one_line
@@ -44,7 +44,7 @@ class ModelServer:
         self.models: list[str] = []  # the last listing (what Tab offers after /model)
 
     def describe(self, exc: ModelError) -> str:
-        return describe_model_error(exc, self._host, self._model())
+        return describe_model_error(exc, self._client.kind, self._host, self._model())
 
     async def list_models(self) -> list[str]:
         try:
@@ -52,7 +52,7 @@ class ModelServer:
                 models = [m.name for m in await self._client.list_models()]
         except trio.TooSlowError:
             raise CommandError(
-                f"{self._client.kind} at {self._host} did not answer in time"
+                f"{self._client.kind.name} at {self._host} did not answer in time"
             ) from None
         except ModelError as exc:
             raise CommandError(self.describe(exc)) from None
@@ -67,10 +67,10 @@ class ModelServer:
             models = await self.list_models()
         except ZcoderError as exc:
             return Check(str(exc))
-        # llama.cpp answers with the model it was started with, whatever name is asked.
-        if self._client.kind == "llama.cpp" or _served(self._model(), models) is not None:
+        kind = self._client.kind
+        if kind.serves_any_name or _served(self._model(), models) is not None:
             return Check()
-        if self._client.kind != "Ollama" and len(models) == 1:
+        if not kind.loads_by_name and len(models) == 1:
             return Check(sole=models[0])
         return Check(self._missing(self._model(), at=True))
 
@@ -84,8 +84,8 @@ class ModelServer:
 
     def _missing(self, name: str, *, at: bool) -> str:
         kind = self._client.kind
-        where = f"{kind} at {self._host}" if at else kind
-        return f"model {name!r} is not served by {where}: {missing_model_fix(kind, name)}"
+        where = f"{kind.name} at {self._host}" if at else kind.name
+        return f"model {name!r} is not served by {where}: {kind.missing_model_fix(name)}"
 
 
 def _served(name: str, models: list[str]) -> str | None:

@@ -29,6 +29,7 @@ from typing import IO, Any
 import attrs
 
 from zcoder.agent.context import DEFAULT_NUM_CTX
+from zcoder.agent.servers import LLAMA_CPP
 from zcoder.config import Config
 from zcoder.errors import LocalServerError, NotGguf
 from zcoder.localserver.child import READY
@@ -81,7 +82,7 @@ def local_server(config: Config) -> Iterator[Config]:
     with child as url:
         trained = facts.context_length or "unknown"
         note = f"started for {path.name} in {child.seconds:.1f}s, window {n_ctx} of {trained}"
-        yield attrs.evolve(config, host=f"{url}/v1", server_kind="llama.cpp", server_note=note)
+        yield attrs.evolve(config, host=f"{url}/v1", server_kind=LLAMA_CPP.name, server_note=note)
 
 
 class _ChildServer:

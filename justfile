@@ -31,3 +31,4 @@ bench:
     python -m bench.compaction
     python -m bench.enqueue
     python -m bench.startup
+    python -m bench.checkpoint

@@ -27,6 +27,7 @@ FLOORS: dict[str, int] = {
     "zcoder.config_file": 2,
     "zcoder.runtime": 2,
     "zcoder.session": 2,
+    "zcoder.checkpoint": 2,
     "zcoder.shell": 2,
     "zcoder.approval.policy": 2,
     "zcoder.relay": 2,

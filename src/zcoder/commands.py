@@ -102,6 +102,20 @@ COMMANDS: tuple[Command, ...] = (
         idle_only=True,
         arg_kind="text",
     ),
+    Command(
+        "undo",
+        "/undo",
+        "take back the files the last turn changed (yours or a relayed one); "
+        "files changed since by someone else are kept",
+        idle_only=True,
+    ),
+    Command(
+        "rewind",
+        "/rewind [N]",
+        "list this session's turns that changed files, or take back turn N and every later one",
+        args_idle_only=True,
+        arg_kind="text",
+    ),
     Command("context", "/context", "show how full the context window is, and with what"),
     Command("mcp", "/mcp", "list the MCP servers, their state and their tools"),
     Command("list-agents", "/list-agents", "list the other zcoder instances on this machine"),

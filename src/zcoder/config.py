@@ -20,6 +20,14 @@ from typing import Any, Literal, cast
 
 import attrs
 
+from zcoder.checkpoint.settings import (
+    CHECKPOINT_MODES,
+    DEFAULT_FILE_CAP,
+    DEFAULT_KEEP_DAYS,
+    DEFAULT_KEEP_TURNS,
+    CheckpointMode,
+    CheckpointSettings,
+)
 from zcoder.defaults import DEFAULT_HOST, DEFAULT_MODEL
 from zcoder.errors import ConfigError
 from zcoder.relay.limits import (
@@ -183,6 +191,8 @@ class Config:
     # --gguf FILE: zcoder starts llama.cpp's server for this file (localserver/), which
     # then sets ``host``; until then ``host`` is "".
     gguf: Path | None = None
+    # A checkpoint before each turn's first change (docs/checkpoints.rst).
+    checkpoints: CheckpointSettings = attrs.field(factory=CheckpointSettings)
 
     def resume_command(self, session_id: str) -> str:
         """How to reopen ``session_id``: with ``--gguf FILE`` when zcoder started the model
@@ -490,6 +500,17 @@ def _model_of(opts: RawOptions, env: Mapping[str, str], gguf: Path | None) -> st
     return _model(_setting(opts.model, "--model", env, "ZCODER_MODEL"))
 
 
+def checkpoint_settings(env: Mapping[str, str]) -> CheckpointSettings:
+    """The checkpoint settings of the environment; ``ConfigError`` names the first bad one."""
+    mode = _choice("ZCODER_CHECKPOINTS", env.get("ZCODER_CHECKPOINTS") or "on", CHECKPOINT_MODES)
+    return CheckpointSettings(
+        mode=cast(CheckpointMode, mode),
+        max_bytes=_limit(env, "ZCODER_CHECKPOINT_MAX_BYTES", DEFAULT_FILE_CAP, (1, 1 << 40)),
+        keep_turns=_limit(env, "ZCODER_CHECKPOINT_KEEP_TURNS", DEFAULT_KEEP_TURNS, (1, 100_000)),
+        keep_days=_limit(env, "ZCODER_CHECKPOINT_KEEP_DAYS", DEFAULT_KEEP_DAYS, (1, 36_500)),
+    )
+
+
 def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
     """Merge flags over environment over defaults, validating every value; an error names
     the flag or the environment variable the bad value came from."""
@@ -533,4 +554,5 @@ def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
         host_source=_host_source((raw_host, host_name)),
         output_format=_output_format(opts),
         gguf=gguf,
+        checkpoints=checkpoint_settings(env),
     )

@@ -69,7 +69,13 @@ FILE_KEYS: dict[str, tuple[str, Kind]] = {
     "relay.max_hops": ("ZCODER_RELAY_MAX_HOPS", "integer"),
     "relay.io_timeout": ("ZCODER_RELAY_IO_TIMEOUT", "number"),
     "relay.inbound": ("ZCODER_RELAY_INBOUND", "string"),
+    "checkpoints.mode": ("ZCODER_CHECKPOINTS", "switch"),
+    "checkpoints.max_bytes": ("ZCODER_CHECKPOINT_MAX_BYTES", "integer"),
+    "checkpoints.keep_turns": ("ZCODER_CHECKPOINT_KEEP_TURNS", "integer"),
+    "checkpoints.keep_days": ("ZCODER_CHECKPOINT_KEEP_DAYS", "integer"),
 }
+# The settings grouped in a table of their own (``[relay]``: ``relay.max_queue``).
+_TABLES = ("relay", "checkpoints")
 _EXPECTED: dict[Kind, str] = {
     "string": "a string",
     "integer": "an integer",
@@ -144,13 +150,13 @@ def _flatten(path: Path, table: dict[str, Any]) -> dict[str, Any]:
             if not isinstance(value, dict):
                 raise _problem(path, "mcp: expected a table ([mcp.servers.NAME])")
             continue
-        if key == "relay" and isinstance(value, dict):
-            flat.update({f"relay.{k}": v for k, v in value.items()})
+        if key in _TABLES and isinstance(value, dict):
+            flat.update({f"{key}.{k}": v for k, v in value.items()})
         else:
             flat[key] = value
     for key in flat:
-        if key == "relay":
-            raise _problem(path, "relay: expected a table ([relay])")
+        if key in _TABLES:
+            raise _problem(path, f"{key}: expected a table ([{key}])")
         if key == "home":
             raise _problem(path, "home: cannot be set in the file it holds (use ZCODER_HOME)")
         if key not in FILE_KEYS:

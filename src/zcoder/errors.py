@@ -27,6 +27,7 @@ problem the UI shows is raised as the subclass that says what failed.
     ├── WorkspaceError           a path outside the workspace or not usable
     ├── ToolError                a tool call cannot be carried out (the model sees the message)
     ├── CommandError             a user's command (``/agents pause``...) cannot be carried out
+    ├── CheckpointError          a checkpoint cannot be taken, read or undone (says why)
     └── RelayError               the inter-agent relay
         ├── RelayUnavailable     the relay cannot run here (reason says why)
         ├── UnsafeRelayDir       the shared relay directory is not safe to use
@@ -40,6 +41,7 @@ problem the UI shows is raised as the subclass that says what failed.
 from __future__ import annotations
 
 __all__ = [
+    "CheckpointError",
     "CommandError",
     "ConfigError",
     "FrameError",
@@ -171,6 +173,10 @@ class WorkspaceError(ZcoderError):
 
 class ToolError(ZcoderError):
     """A tool call cannot be carried out; the message is what the model sees after ``Error: ``."""
+
+
+class CheckpointError(ZcoderError):
+    """A checkpoint cannot be taken, read or undone; the message says why, in one line."""
 
 
 class CommandError(ZcoderError):

@@ -175,6 +175,12 @@ class FakeBackend:
     async def compact(self, focus: str) -> bool:
         return False
 
+    async def undo(self, first: int | None) -> list[str]:
+        raise ZcoderError("no turn of this session changed files")
+
+    def rewind_lines(self) -> list[str]:
+        return []
+
     def relay_unrun(self) -> list[Unrun]:
         return [Unrun(f"1-ab-{n}", "peer (pid 7)", text) for n, text in enumerate(self.relayed)]
 

@@ -22,9 +22,12 @@ from zcoder.agent.model import ChatChunk, ChatRequest, ClientWrapper, ModelClien
 from zcoder.agent.parts import Conversation, TurnParts
 from zcoder.agent.turns import OutcomeStatus, RelaySender, TurnOutcome, TurnRequest
 from zcoder.approval.questions import Approver
+from zcoder.checkpoint.records import TurnRecord
+from zcoder.checkpoint.text import model_note, report_lines
+from zcoder.checkpoint.tracker import Checkpoints, TurnCheckpoint, finish_shielded
 from zcoder.config import Config
-from zcoder.conversation import TranscriptEvent
-from zcoder.errors import ModelError, SessionError
+from zcoder.conversation import Message, TranscriptEvent
+from zcoder.errors import CheckpointError, ModelError, SessionError
 from zcoder.instructions import load_instructions
 from zcoder.live import CommandsGranted, ContextFill, Entry, StateChange, TurnSink
 from zcoder.session.data import SessionServer
@@ -71,8 +74,13 @@ class Agent:
         store: SessionStore,
         session: Session,
         sink: TurnSink,
+        checkpoints: Checkpoints | None = None,
     ) -> None:
         self._config = config
+        self._checkpoints = checkpoints
+        # The paths the last turn created, changed or deleted, as its checkpoint saw them;
+        # None when no checkpoint could tell (off, failed, or no change was attempted).
+        self.turn_changes: tuple[str, ...] | None = None
         self._client = client
         self._toolbox = toolbox
         self._approver = approver
@@ -174,7 +182,8 @@ class Agent:
             return TurnOutcome("error", error="a turn is already running")
         reach = _Reach(self._client, on_reach)
         session = self.session
-        turn = self._turn(reach, request)
+        checkpoint = self._turn_checkpoint(request)
+        turn = self._turn(reach, request, checkpoint)
         self._scope = scope = trio.CancelScope()
         before = len(session.history)
         try:
@@ -213,8 +222,49 @@ class Agent:
         finally:
             self._scope = None
             self._keep(turn)
+            await self._finish_checkpoint(checkpoint, turn)
             await self._save_async(session)  # shielded by the store: always done
         return outcome
+
+    def _turn_checkpoint(self, request: TurnRequest) -> TurnCheckpoint | None:
+        self.turn_changes = None
+        if self._checkpoints is None or not self._checkpoints.enabled:
+            return None
+        s = request.sender
+        sender = f"{s.project} (pid {s.pid})" if s is not None else ""
+        return self._checkpoints.turn(self.session.id, request.origin, sender, request.text)
+
+    async def _finish_checkpoint(self, checkpoint: TurnCheckpoint | None, turn: Turn) -> None:
+        """The turn's end snapshot: what it changed (kept for ``/undo``)."""
+        if checkpoint is None or not checkpoint.taken:
+            return
+        try:
+            record = await finish_shielded(checkpoint)
+        except CheckpointError as exc:
+            turn.note_problem(f"The checkpoint at the end of this turn failed: {exc}.")
+            return
+        self.turn_changes = () if record is None else tuple(c.path for c in record.changes)
+
+    async def undo(self, first: int | None) -> list[str]:
+        """``/undo`` (``first`` None) or ``/rewind FIRST``: take back the session's turns
+        and tell the model, in the next request, which files were restored; the lines
+        to show. ``CheckpointError`` says why nothing was taken back."""
+        if self._scope is not None:
+            raise RuntimeError("cannot undo while a turn runs")
+        if self._checkpoints is None:
+            raise CheckpointError("checkpoints are off here: nothing to undo")
+        report = await self._checkpoints.undo(self.session.id, first)
+        lines = report_lines(report)
+        self.session.history.append(Message(role="user", content=model_note(report)))
+        self.session.events.extend(TranscriptEvent(role="system", text=x) for x in lines)
+        await self._save_async(self.session)
+        return lines
+
+    def checkpoint_turns(self) -> list[TurnRecord]:
+        """``/rewind``: this session's turns that changed files."""
+        if self._checkpoints is None:
+            raise CheckpointError("checkpoints are off here: no turn can be taken back")
+        return self._checkpoints.records(self.session.id)
 
     async def compact(self, focus: str = "") -> bool:
         """``/compact [focus]``: summarise the history now (a cancel leaves it as it was);
@@ -268,7 +318,9 @@ class Agent:
     def _note(self, text: str) -> None:
         self._sink.emit(Entry(TranscriptEvent(role="system", text=text)))
 
-    def _turn(self, client: ModelClient, request: TurnRequest) -> Turn:
+    def _turn(
+        self, client: ModelClient, request: TurnRequest, checkpoint: TurnCheckpoint | None = None
+    ) -> Turn:
         # The loop and what only it uses (compaction, the loop guard, printed tool calls)
         # are imported at the first turn or warm-up, after the manifest is published.
         from zcoder.agent.loop import Turn
@@ -282,6 +334,7 @@ class Agent:
             conversation=self._conversation,
             model=lambda: self._model,
             calibration=self._calibrations.setdefault(self._model, Calibration()),
+            before_change=checkpoint.before_change if checkpoint is not None else None,
         )
         instructions = load_instructions(self._config.home, self._config.workspace)
         think = self._config.think and self._model not in self._no_thinking

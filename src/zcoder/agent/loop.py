@@ -165,6 +165,10 @@ class Turn:
             overflow.prompt_tokens
         )
 
+    def note_problem(self, text: str) -> None:
+        """A problem of the turn's own machinery (its checkpoint), shown and kept."""
+        self._p.entry("error", text)
+
     def forget_refused(self) -> None:
         """The request the server refused left the history: its count measured it alone,
         not the requests that follow (measured from it, every later one would look as

@@ -8,7 +8,7 @@ imports none of them, so the turn's modules form no import cycle.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -58,6 +58,8 @@ class TurnParts:
 
     ``model`` reads the agent's current model name; ``calibration`` is the model's
     token-count correction (the agent keeps one per model and the turn feeds it).
+    ``before_change`` is awaited before each tool call that may change files, with the
+    paths a file tool names (the turn's checkpoint); it returns a problem line, or ``""``.
     """
 
     config: Config
@@ -68,6 +70,7 @@ class TurnParts:
     conversation: Conversation
     model: Callable[[], str]
     calibration: Calibration = attrs.Factory(Calibration)
+    before_change: Callable[[Sequence[str]], Awaitable[str]] | None = None
 
     @property
     def session(self) -> Session:

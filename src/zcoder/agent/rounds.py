@@ -200,12 +200,22 @@ class RoundRunner:
         refused = await self._approvals.check(checked)
         if refused is not None:
             return refused
+        await self._checkpoint(checked)
         self._running = key
         self._update(key, call, "running")
         self._p.sink.emit(StateChange("running_tool", call.name))
         context = ToolContext(workspace=self._p.config.workspace, hops=self._onward_hops())
         result = await self._p.toolbox.run(checked, context)
         return CallOutcome(result, "completed" if result.ok else "failed")
+
+    async def _checkpoint(self, call: CheckedCall) -> None:
+        """Before a call that may change files: the turn's checkpoint (taken once)."""
+        toolbox = self._p.toolbox
+        if self._p.before_change is None or not toolbox.may_change_files(call.name):
+            return
+        problem = await self._p.before_change(toolbox.paths_written(call.name, call.arguments))
+        if problem:
+            self._p.entry("error", problem)
 
     def _onward_hops(self) -> int:
         """The hop count of a message sent from this turn: 0 in the local user's turn, one

@@ -12,6 +12,7 @@ and relayed) are the runner's, and every relayed message's state is the relay li
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -28,6 +29,8 @@ from zcoder.app.relay.sent import cancel_sent, farewell, sent_lines
 from zcoder.app.runner import TurnRunner
 from zcoder.app.server import ModelServer
 from zcoder.approval.questions import Approver
+from zcoder.checkpoint.text import turn_lines
+from zcoder.checkpoint.tracker import Checkpoints
 from zcoder.config import Config
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import SessionError
@@ -125,6 +128,7 @@ class AgentBackend:
             store=store,
             session=session,
             sink=changes,
+            checkpoints=Checkpoints(config.home, config.workspace, config.checkpoints),
         )
         if self._agent.model != config.model and not config.resume:
             self._agent.set_model(config.model)
@@ -180,6 +184,13 @@ class AgentBackend:
             return await self.agent.compact(focus)
         finally:
             self.relay.refresh(state="ready")
+
+    async def undo(self, first: int | None) -> list[str]:
+        """``/undo`` and ``/rewind N``, run by the worker between turns."""
+        return await self.agent.undo(first)
+
+    def rewind_lines(self) -> list[str]:
+        return turn_lines(self.agent.checkpoint_turns(), time.time())
 
     def context_percent(self) -> int | None:
         fill = self.agent.context_fill()

@@ -29,6 +29,7 @@ import trio
 
 from zcoder.agent.agent import Agent, TurnOutcome, TurnRequest
 from zcoder.agent.connect import choose_server, make_client
+from zcoder.checkpoint.tracker import Checkpoints
 from zcoder.config import Config
 from zcoder.errors import ConfigError, SessionError
 from zcoder.mcp.link import McpLink
@@ -128,6 +129,7 @@ async def _run(
             store=store,
             session=session,
             sink=output.sink,
+            checkpoints=Checkpoints(config.home, config.workspace, config.checkpoints),
         )
 
         def offer(mcp_tools: list[Tool]) -> None:

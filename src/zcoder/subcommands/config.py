@@ -141,6 +141,25 @@ _ROWS: tuple[_Row, ...] = (
     ("relay.max_hops", (), ("ZCODER_RELAY_MAX_HOPS",), lambda c: str(c.relay.max_hops)),
     ("relay.io_timeout", (), ("ZCODER_RELAY_IO_TIMEOUT",), lambda c: f"{c.relay.io_timeout:g}"),
     ("relay.inbound", (), ("ZCODER_RELAY_INBOUND",), lambda c: c.relay.inbound),
+    ("checkpoints.mode", (), ("ZCODER_CHECKPOINTS",), lambda c: c.checkpoints.mode),
+    (
+        "checkpoints.max_bytes",
+        (),
+        ("ZCODER_CHECKPOINT_MAX_BYTES",),
+        lambda c: str(c.checkpoints.max_bytes),
+    ),
+    (
+        "checkpoints.keep_turns",
+        (),
+        ("ZCODER_CHECKPOINT_KEEP_TURNS",),
+        lambda c: str(c.checkpoints.keep_turns),
+    ),
+    (
+        "checkpoints.keep_days",
+        (),
+        ("ZCODER_CHECKPOINT_KEEP_DAYS",),
+        lambda c: str(c.checkpoints.keep_days),
+    ),
 )
 
 

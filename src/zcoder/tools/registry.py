@@ -24,6 +24,7 @@ from zcoder.tools.edit import REPLACE_TEXT, WRITE_FILE
 from zcoder.tools.finish import FINISH
 from zcoder.tools.fs import LIST_FILES, READ_FILE, READ_FILE_RANGE
 from zcoder.tools.output import cap_text
+from zcoder.tools.relay_tools import AGENT_MESSAGE_STATUS, LIST_AGENTS, SEND_AGENT_MESSAGE
 from zcoder.tools.schema import check_arguments
 from zcoder.tools.search import SEARCH
 from zcoder.tools.shell import RUN_COMMAND
@@ -32,6 +33,28 @@ __all__ = ["CheckedCall", "Toolbox", "core_tools"]
 
 _TARGET_CHARS = 120
 _PATCH_TARGET = re.compile(r"^(?:\+\+\+|---) (?:[ab]/)?(\S+)", re.MULTILINE)
+# The tools that never change a file of the workspace: no checkpoint is taken for them. Any
+# other tool (the file tools, commands, an MCP server's tools) may change files.
+_READ_ONLY = frozenset(
+    {
+        "list_files",
+        "read_file",
+        "read_file_range",
+        "search",
+        "finish",
+        LIST_AGENTS,
+        SEND_AGENT_MESSAGE,
+        AGENT_MESSAGE_STATUS,
+    }
+)
+# The paths a file tool names in its arguments (a command's are not known beforehand).
+_WRITE_PATHS: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
+    "write_file": lambda a: [str(a.get("path", ""))],
+    "replace_text": lambda a: [str(a.get("path", ""))],
+    "apply_patch": lambda a: [
+        n for n in _PATCH_TARGET.findall(str(a.get("patch", ""))) if n != "/dev/null"
+    ],
+}
 
 
 def core_tools() -> list[Tool]:
@@ -116,6 +139,18 @@ class Toolbox:
         """The tool's own ``asks`` (``never`` for a tool this toolbox does not have)."""
         tool = self._tools.get(name)
         return "never" if tool is None else tool.asks
+
+    @staticmethod
+    def may_change_files(name: str) -> bool:
+        """Whether a call of ``name`` may change the workspace's files (a checkpoint is
+        taken before the first such call of a turn)."""
+        return name not in _READ_ONLY
+
+    @staticmethod
+    def paths_written(name: str, arguments: Mapping[str, Any]) -> list[str]:
+        """The workspace paths a file tool's call names (none for other tools)."""
+        pick = _WRITE_PATHS.get(name)
+        return [p for p in pick(arguments) if p] if pick is not None else []
 
     def target_of(self, name: str, arguments: Mapping[str, Any]) -> str:
         """A short one-line target for a tool card: a path, a command, a query..."""

@@ -94,6 +94,16 @@ class Backend(Protocol):
         """``/compact [focus]``: summarise the older history now; whether it changed."""
         ...
 
+    async def undo(self, first: int | None) -> list[str]:
+        """``/undo`` (``first`` None: the last turn that changed files) or ``/rewind
+        FIRST`` (that turn and every later one): the lines saying what was restored and
+        what was kept; ``ZcoderError`` when nothing was taken back."""
+        ...
+
+    def rewind_lines(self) -> list[str]:
+        """``/rewind``: this session's turns that changed files, one line each."""
+        ...
+
     def context_percent(self) -> int | None:
         """How full the next request would make the context window, in percent; None
         before anything was measured (no turn or warm-up yet)."""

@@ -220,6 +220,26 @@ class SlashCommands:
         await self.host.backend.compact(focus)
         self.host.refresh_status()
 
+    async def undo(self, args: str = "") -> None:
+        # Run by the worker between turns: it cannot race a turn's own changes.
+        for line in await self.host.backend.undo(None):
+            self._notice(line)
+
+    async def rewind(self, arg: str) -> None:
+        if not arg:
+            lines = self.host.backend.rewind_lines()
+            if not lines:
+                self._notice("No turn of this session has changed files yet.")
+                return
+            self._print("Turns of this session that changed files:", lines, hang=5)
+            self._notice("/rewind N takes back turn N and every later one; /undo the last.")
+            return
+        if not arg.isdigit():
+            self._notice(f"/rewind takes a turn's number, not {arg!r} (see /rewind)", "error")
+            return
+        for line in await self.host.backend.undo(int(arg)):
+            self._notice(line)
+
     async def context(self, args: str = "") -> None:
         with trio.fail_after(_LIST_SECONDS):
             lines = await self.host.backend.context_lines()
@@ -263,6 +283,8 @@ HANDLERS: dict[str, Handler] = {
     "new": SlashCommands.new,
     "sessions": SlashCommands.sessions,
     "compact": SlashCommands.compact,
+    "undo": SlashCommands.undo,
+    "rewind": SlashCommands.rewind,
     "context": SlashCommands.context,
     "mcp": SlashCommands.mcp,
     "list-agents": SlashCommands.list_agents,

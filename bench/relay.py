@@ -14,8 +14,11 @@ both ends in this process on real sockets, with the real sender check and peer c
 and that latency again while a mute sender (it accepts the connection and never answers)
 has a receipt queued just before each one (receipts go per destination: it costs nothing).
 
-``python bench/relay.py stalled`` and ``python bench/relay.py receipts`` print only that
-figure. The child processes are
+Then the listener of a real interactive zcoder, idle and while relayed turns run, beside a
+plain-Python listener pinged in the same rounds (``bench/busy.py``).
+
+``python bench/relay.py stalled``, ``python bench/relay.py receipts`` and ``python
+bench/relay.py busy`` print only that figure. The child processes are
 this file run with a role argument (``serve-zcoder``, ``serve-baseline``, ``serve-peers``);
 they print ``ready`` and serve until killed.
 """
@@ -539,6 +542,15 @@ def receipt_latency(root: Path) -> None:
     print(f"  p50 {ms(p50)}   p99 {ms(p99)}   max {ms(max(samples))}")
 
 
+def busy_app() -> None:
+    """``bench/busy.py``'s figures (it drives a real app in a pty with the fake Ollama of
+    ``tests/fakes``: imported from the repository root, this file being run as a script)."""
+    sys.path.insert(0, os.fspath(_HERE.parents[1]))
+    from bench import busy
+
+    busy.report()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("role", nargs="?", default="bench")
@@ -552,12 +564,14 @@ def main() -> None:
     else:
         root = Path(tempfile.mkdtemp(prefix="zb", dir="/tmp"))
         try:
-            if opts.role not in ("stalled", "receipts"):  # only that figure
+            if opts.role not in ("stalled", "receipts", "busy"):  # only that figure
                 discovery(root, round_trips(root))
-            if opts.role != "receipts":
+            if opts.role in ("bench", "stalled"):
                 stalled_connections(root)
-            if opts.role != "stalled":
+            if opts.role in ("bench", "receipts"):
                 receipt_latency(root)
+            if opts.role in ("bench", "busy"):
+                busy_app()
         finally:
             shutil.rmtree(root, ignore_errors=True)
 

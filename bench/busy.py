@@ -1,0 +1,192 @@
+"""The listener of a real interactive zcoder, idle and while relayed turns run, beside a
+plain-Python listener pinged in the same rounds: ``python bench/relay.py busy``.
+
+zcoder runs in a pty (drained by a thread, at 120x40) against the fake Ollama, whose every
+answer streams ``CHUNKS`` chunks ``DELAY`` s apart (a fast local model). This process
+registers itself as a sender (a manifest with its pid) and pings, alternately and in a fresh
+random order each round, zcoder and the plain listener (``bench/probes.py``), each ping a
+new blocking connection. First ``IDLE_PINGS`` rounds while zcoder is idle; then it is sent
+``TURNS`` relayed messages at once (each accepted message runs as a relayed turn, one after
+another) and the pings go on, a round every ``GAP`` s, kept while zcoder's pong says
+``busy``. Printed: p50 and p90 of each, and zcoder's ratio to the plain listener.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pexpect
+
+from bench.probes import LISTENER, frame, manifest, ping_frame, quantile, request, wait_until
+from tests.ui.pty_processes import FakeOllamaProcess
+
+REPO = Path(__file__).resolve().parents[1]
+MODEL = "qwen3-coder:latest"
+CHUNKS = 200
+DELAY = 0.004
+TURNS = 8
+IDLE_PINGS = 400
+BUSY_PINGS = 400
+GAP = 0.003
+
+
+def _drain(child: pexpect.spawn, stop: threading.Event) -> None:
+    while not stop.is_set():
+        with contextlib.suppress(pexpect.TIMEOUT, pexpect.EOF):
+            child.read_nonblocking(65536, timeout=0.05)
+
+
+def _register(relay: Path) -> str:
+    """This process as a sender: its manifest in the relay directory (no socket: receipts
+    to it are refused at once)."""
+    me = f"{os.getpid()}-{secrets.randbelow(10**20):020d}"
+    body = {
+        "protocol": 1,
+        "instance_id": me,
+        "pid": os.getpid(),
+        "project": "bench",
+        "workspace": "/work/bench",
+        "session_id": "1788012120_10392",
+        "profile": "coding",
+        "model": MODEL,
+        "socket": str(relay / f"a-{me}.sock"),
+        "state": "ready",
+        "started_at": int(time.time()),
+    }
+    tmp = relay / f".tmp-{me}"
+    tmp.write_text(json.dumps(body))
+    tmp.chmod(0o600)
+    tmp.rename(relay / f"a-{me}.json")
+    return me
+
+
+def _enqueue(found: dict[str, object], me: str, n: int) -> str:
+    answer = request(
+        str(found["socket"]),
+        frame(
+            {
+                "protocol": 1,
+                "type": "enqueue",
+                "message_id": f"{me}-{n}",
+                "target_instance_id": found["instance_id"],
+                "sender_instance_id": me,
+                "sender_pid": os.getpid(),
+                "sender_project": "bench",
+                "sender_workspace": "/work/bench",
+                "body": f"Task {n}: summarise the module layout in a paragraph.",
+                "created_at": int(time.time()),
+            }
+        ),
+    )
+    return str(answer.get("status"))
+
+
+def _ping(found: dict[str, object], me: str) -> tuple[float, str]:
+    data = ping_frame(str(found["instance_id"]), me)
+    start = time.perf_counter()
+    answer = request(str(found["socket"]), data)
+    return time.perf_counter() - start, str(answer.get("state", ""))
+
+
+def measure() -> dict[str, list[float]]:
+    script = {
+        "models": [MODEL],
+        "responses": [
+            {"chunks": [{"content": f"word{i} "} for i in range(CHUNKS)], "delay": DELAY}
+        ],
+    }
+    samples: dict[str, list[float]] = {k: [] for k in ("idle z", "idle py", "busy z", "busy py")}
+    root = Path(tempfile.mkdtemp(prefix="zbb", dir="/tmp"))
+    for name in ("relay", "home", "runtime", "ws", "plain"):
+        (root / name).mkdir(mode=0o700)
+    fake = FakeOllamaProcess(script, root)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZCODER_", "OLLAMA_"))}
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(REPO / "src"), str(REPO)]),
+        TERM="xterm-256color",
+        PROMPT_TOOLKIT_NO_CPR="1",
+        HOME=str(root / "home"),
+        ZCODER_HOME=str(root / "home" / "zcoder"),
+        XDG_RUNTIME_DIR=str(root / "runtime"),
+        ZCODER_RELAY_DIR=str(root / "relay"),
+        OLLAMA_HOST=fake.url,
+        ZCODER_MODEL=MODEL,
+    )
+    plain = subprocess.Popen([sys.executable, "-c", LISTENER, str(root / "plain")])
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "zcoder", "-w", str(root / "ws")],
+        env=env,
+        cwd=str(root / "ws"),
+        dimensions=(40, 120),
+    )
+    stop = threading.Event()
+    drainer = threading.Thread(target=_drain, args=(child, stop), daemon=True)
+    drainer.start()
+    try:
+        z = wait_until(lambda: manifest(root / "relay"), child.isalive, "zcoder's manifest")
+        py = wait_until(lambda: manifest(root / "plain"), lambda: plain.poll() is None, "one")
+        me = _register(root / "relay")
+        time.sleep(1.0)  # the first screen and the warm-up
+        targets = {"z": z, "py": py}
+        for _ in range(IDLE_PINGS):
+            for key in random.sample(list(targets), 2):
+                samples[f"idle {key}"].append(_ping(targets[key], me)[0])
+            time.sleep(GAP)
+        statuses = [_enqueue(z, me, n) for n in range(TURNS)]
+        assert all(s == "accepted" for s in statuses), statuses
+        deadline = time.monotonic() + 120
+        last_busy = time.monotonic()  # the turns are over once it stays ready for 3 s
+        while len(samples["busy z"]) < BUSY_PINGS and time.monotonic() - last_busy < 3:
+            if time.monotonic() > deadline:
+                break
+            round_ = {key: _ping(targets[key], me) for key in random.sample(list(targets), 2)}
+            if round_["z"][1] == "busy":
+                last_busy = time.monotonic()
+                samples["busy z"].append(round_["z"][0])
+                samples["busy py"].append(round_["py"][0])
+            time.sleep(GAP)
+        return samples
+    finally:
+        stop.set()
+        drainer.join()
+        child.close(force=True)
+        plain.kill()
+        plain.wait()
+        fake.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def report() -> None:
+    samples = measure()
+    print("\nping of an interactive zcoder in a pty (new connection each), beside a plain-")
+    print("Python listener in the same rounds; goals (issue 27): p50 idle <= 2x, p90 while")
+    print(f"relayed turns run <= 3x ({TURNS} turns of {CHUNKS} chunks {DELAY * 1000:g} ms apart)")
+    print(f"  {'':30}{'p50':>11}{'p90':>11}{'p50 ratio':>11}{'p90 ratio':>11}")
+    for phase in ("idle", "busy"):
+        z, py = samples[f"{phase} z"], samples[f"{phase} py"]
+        if len(z) < 10:
+            print(f"  {phase}: only {len(z)} samples")
+            continue
+        z50, z90, p50, p90 = quantile(z, 50), quantile(z, 90), quantile(py, 50), quantile(py, 90)
+        label = "idle" if phase == "idle" else "while relayed turns run"
+        print(
+            f"  {'zcoder, ' + label:30}{z50 * 1000:>8.3f} ms{z90 * 1000:>8.3f} ms"
+            f"{z50 / p50:>10.2f}x{z90 / p90:>10.2f}x   ({len(z)} pings)"
+        )
+        print(f"  {'plain Python, same rounds':30}{p50 * 1000:>8.3f} ms{p90 * 1000:>8.3f} ms")
+
+
+if __name__ == "__main__":
+    report()

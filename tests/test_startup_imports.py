@@ -29,6 +29,25 @@ LATE = (
     "anyio",
 )
 
+# The screen: imported once the relay's manifest is published (``app.main._SCREEN_MODULES``,
+# in a worker thread), so that the relay answers while the first screen is being made.
+SCREEN = (
+    "prompt_toolkit",
+    "prompt_toolkit.application",
+    "pygments",
+    "wcwidth",
+    "zcoder.ui.controller",
+    "zcoder.ui.terminal",
+    "zcoder.ui.render",
+    "zcoder.ui.wrap",
+    "zcoder.ui.slash",
+)
+
+# ``zcoder --version`` and ``zcoder agents``: what they use and no more (argparse; the
+# relay's discovery, without the app, the model clients or the screen).
+SMALL_COMMANDS = ("trio", "attrs", "httpx", "prompt_toolkit", "zcoder.config")
+AGENTS_NEVER = ("httpx", "prompt_toolkit", "zcoder.app", "zcoder.agent", "asyncio")
+
 
 def modules_after(statement: str) -> set[str]:
     env = {
@@ -46,6 +65,41 @@ def test_the_app_module_leaves_first_use_imports_for_later() -> None:
     loaded = modules_after("import zcoder.app.main")
     assert "zcoder.app.main" in loaded
     assert sorted(loaded & set(LATE)) == []
+
+
+def test_the_app_module_leaves_the_screen_for_after_the_manifest() -> None:
+    loaded = modules_after("import zcoder.app.main")
+    assert sorted(loaded & set(SCREEN)) == []
+
+
+def test_the_screen_modules_load_the_screen() -> None:
+    loaded = modules_after("from zcoder.app.main import _import_screen\n_import_screen()")
+    assert sorted(set(SCREEN) - loaded) == []
+
+
+def test_version_loads_only_the_command_line() -> None:
+    loaded = modules_after(
+        "import contextlib, io\n"
+        "from zcoder.cli import main\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['--version'])"
+    )
+    assert "argparse" in loaded
+    assert sorted(loaded & set(SMALL_COMMANDS)) == []
+
+
+def test_agents_loads_the_discovery_and_not_the_app(tmp_path: Path) -> None:
+    relay = tmp_path / "relay"
+    relay.mkdir(mode=0o700)
+    loaded = modules_after(
+        "import contextlib, io, os\n"
+        f"os.environ.update(ZCODER_RELAY_DIR={str(relay)!r}, ZCODER_HOME={str(tmp_path)!r})\n"
+        "from zcoder.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main(['agents', '--json']) == 0"
+    )
+    assert "zcoder.relay.registry" in loaded
+    assert sorted(loaded & set(AGENTS_NEVER)) == []
 
 
 def test_what_is_left_for_later_still_loads_when_used() -> None:

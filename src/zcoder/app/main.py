@@ -13,6 +13,7 @@ read just before the relay shuts down).
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import math
 import signal
@@ -20,7 +21,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import outcome
@@ -31,7 +32,7 @@ from zcoder.agent.connect import ServerChoice, choose_server, describe, make_cli
 from zcoder.agent.model import ModelClient
 from zcoder.app.backend import AgentBackend
 from zcoder.app.worker import TurnWorker
-from zcoder.approval.questions import Approver
+from zcoder.approval.questions import Answer, ApprovalRequest, Approver
 from zcoder.commands import complete
 from zcoder.config import Config
 from zcoder.live import LiveEvent
@@ -39,18 +40,27 @@ from zcoder.prepare import prepare_or_say
 from zcoder.runtime import open_runtime_dir
 from zcoder.session.store import Session, SessionStore
 from zcoder.ui.backend import Unrun
-from zcoder.ui.controller import Controller
 from zcoder.ui.events import ExitRequest, Intent, Show, UiEvent, WorkerEvent
-from zcoder.ui.history import PromptHistory
-from zcoder.ui.render import render_event
-from zcoder.ui.status import Status
-from zcoder.ui.terminal import Terminal
 from zcoder.ui.text import model_label, one_line, shorten, visible, visible_text
-from zcoder.ui.wrap import wrap_fragments
+
+if TYPE_CHECKING:
+    from zcoder.ui.controller import Controller
+    from zcoder.ui.terminal import Terminal
 
 __all__ = ["AppCore", "build_app", "run_app"]
 
 _log = logging.getLogger("zcoder")
+# The screen's modules (prompt_toolkit, Pygments' token table, the controller): imported
+# once the relay's manifest is published, in a worker thread, so that other instances find
+# this one and get their pongs while the first screen is still being made.
+_SCREEN_MODULES = (
+    "zcoder.ui.controller",
+    "zcoder.ui.history",
+    "zcoder.ui.render",
+    "zcoder.ui.status",
+    "zcoder.ui.terminal",
+    "zcoder.ui.wrap",
+)
 _SIGNALS = {signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP", signal.SIGINT: "SIGINT"}
 _REPLAY = 20
 
@@ -234,29 +244,59 @@ def build_app(
 async def _trio_main(
     config: Config, store: SessionStore, session: Session, state: _Exit, runtime_dir: Path
 ) -> None:
-    token = trio.lowlevel.current_trio_token()
     choice = await choose_server(config)
     config = choice.config
-    keys_send, keys = trio.open_memory_channel[UiEvent](math.inf)
-    terminal = Terminal(
-        status=Status(model=session.model, profile=config.profile),
-        post=lambda event: token.run_sync_soon(keys_send.send_nowait, event),
-        schedule=token.run_sync_soon,
-        # ``core`` is bound below, before the app runs (nothing completes until then).
-        complete=lambda text: _completions(core.backend, text, token.run_sync_soon),
-        describe=lambda option: _described(core.backend, option),
-        history=PromptHistory(config.home / "history"),
-        approval_guard=config.approval_guard,
-    )
+    approver = _LateApprover()
     async with make_client(config) as client:
-        core = build_app(config, store, session, client, runtime_dir, approver=terminal.approval)
-        terminal.status.model = core.backend.model
-        controller = Controller(terminal, core.backend, keys, core.intents, core.events)
+        core = build_app(config, store, session, client, runtime_dir, approver=approver)
         try:
-            await _run_root(config, core, terminal, controller, state, choice)
+            await _run_root(config, core, approver, state, choice)
         finally:
             state.session_id, state.saved = core.backend.close()
             state.resume = config.resume_command(state.session_id)
+
+
+class _LateApprover:
+    """The terminal's approval line, which is made after the relay listens (with the UI
+    toolkit); nothing asks before it is there: turns start with the worker, after it."""
+
+    def __init__(self) -> None:
+        self.inner: Approver | None = None
+
+    async def ask(self, request: ApprovalRequest) -> Answer:
+        assert self.inner is not None, "asked before the terminal was made"
+        return await self.inner.ask(request)
+
+
+def _import_screen() -> None:
+    for name in _SCREEN_MODULES:
+        importlib.import_module(name)
+
+
+def _make_screen(
+    config: Config, core: AppCore, approver: _LateApprover
+) -> tuple[Terminal, Controller]:
+    """The terminal (its approval line answers ``approver`` from now on) and the controller
+    over it; the screen's modules are imported by now."""
+    from zcoder.ui.controller import Controller
+    from zcoder.ui.history import PromptHistory
+    from zcoder.ui.status import Status
+    from zcoder.ui.terminal import Terminal
+
+    token = trio.lowlevel.current_trio_token()
+    keys_send, keys = trio.open_memory_channel[UiEvent](math.inf)
+    backend = core.backend
+    terminal = Terminal(
+        status=Status(model=backend.model, profile=config.profile),
+        post=lambda event: token.run_sync_soon(keys_send.send_nowait, event),
+        schedule=token.run_sync_soon,
+        complete=lambda text: _completions(backend, text, token.run_sync_soon),
+        describe=lambda option: _described(backend, option),
+        history=PromptHistory(config.home / "history"),
+        approval_guard=config.approval_guard,
+    )
+    approver.inner = terminal.approval
+    return terminal, Controller(terminal, backend, keys, core.intents, core.events)
 
 
 def _described(backend: AgentBackend, option: str) -> str:
@@ -282,8 +322,7 @@ def _completions(
 async def _run_root(
     config: Config,
     core: AppCore,
-    terminal: Terminal,
-    controller: Controller,
+    approver: _LateApprover,
     state: _Exit,
     choice: ServerChoice | None = None,
 ) -> None:
@@ -291,11 +330,14 @@ async def _run_root(
     worker and the controller; cancelling it is the one way out."""
     backend = core.backend
     async with trio.open_nursery() as root:
-        state.request = lambda reason: terminal.post(ExitRequest(reason))
         # The relay first, so that other instances find this one as soon as it can take
         # messages (they wait, accepted, until the worker runs); its shut-down (manifest
-        # first) runs when the root scope is cancelled, whatever the exit.
+        # first) runs when the root scope is cancelled, whatever the exit. Until the
+        # terminal is made, an exit asked for waits in ``state.pending``.
         problem = await backend.start_relay(root)
+        await trio.to_thread.run_sync(_import_screen)
+        terminal, controller = _make_screen(config, core, approver)
+        state.request = lambda reason: terminal.post(ExitRequest(reason))
         _welcome(config, backend, terminal, choice)
         await root.start(_run_ui, terminal, root.cancel_scope)
         if problem:
@@ -335,6 +377,9 @@ async def _run_ui(
 def _welcome(
     config: Config, backend: AgentBackend, terminal: Terminal, choice: ServerChoice | None = None
 ) -> None:
+    from zcoder.ui.render import render_event
+    from zcoder.ui.wrap import wrap_fragments
+
     resumed = backend.session_events()
     # No host is named that was not found: the start-up check then says, once, what was
     # tried (the client of a run that found none says it: ``connect.NoServer``).

@@ -26,7 +26,7 @@ from zcoder.relay.inbound import (
 )
 from zcoder.text.visible import escape_controls
 from zcoder.ui.agents_text import body_lines, first_line
-from zcoder.ui.slash import age
+from zcoder.ui.text import age
 
 __all__ = [
     "Say",

@@ -20,7 +20,7 @@ from zcoder.conversation import TranscriptEvent
 from zcoder.errors import ZcoderError
 from zcoder.ui.backend import Backend, SessionRow
 from zcoder.ui.events import Intent, RelayControl, WarmUpRequest
-from zcoder.ui.text import model_label, one_line, shorten
+from zcoder.ui.text import age, model_label, one_line, shorten
 from zcoder.ui.wrap import wrap_line
 
 __all__ = [
@@ -47,8 +47,7 @@ KEY_HELP = (
 
 
 _ACTIONS = (
-    "the actions: pause, resume, hold, accept, inbox, show N, approve N, deny N, sent, "
-    "cancel ID"
+    "the actions: pause, resume, hold, accept, inbox, show N, approve N, deny N, sent, cancel ID"
 )
 
 
@@ -80,16 +79,6 @@ def two_columns(rows: list[tuple[str, str]], width: int, left: int = 0) -> list[
         out.append(f"{key:<{col}}  {wrapped[0]}")
         out += [" " * (col + 2) + row for row in wrapped[1:]]
     return out
-
-
-def age(seconds: float) -> str:
-    if seconds < 90:
-        return "just now"
-    if seconds < 5400:
-        return f"{int(seconds // 60)} min ago"
-    if seconds < 172800:
-        return f"{int(seconds // 3600)} h ago"
-    return f"{int(seconds // 86400)} days ago"
 
 
 def session_lines(rows: list[SessionRow], now: float) -> list[str]:

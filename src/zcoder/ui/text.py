@@ -8,15 +8,19 @@ or forge an approval question. Every such character is drawn as a visible token 
 
 from __future__ import annotations
 
-from prompt_toolkit.formatted_text import StyleAndTextTuples
+from typing import TYPE_CHECKING
 
 from zcoder.text.flat import model_file_name
 from zcoder.text.flat import one_line as flat
 from zcoder.text.visible import control_at, control_token
 
+if TYPE_CHECKING:  # the UI toolkit only for types: the relay's texts load without it
+    from prompt_toolkit.formatted_text import StyleAndTextTuples
+
 __all__ = [
     "CTRL_STYLE",
     "TAB",
+    "age",
     "control_display",
     "one_line",
     "shorten",
@@ -83,3 +87,14 @@ def shorten(text: str, width: int) -> str:
     if width <= 1:
         return text[: max(width, 0)]
     return text[: width - 1] + "…"
+
+
+def age(seconds: float) -> str:
+    """How long ago, in words: ``just now``, ``5 min ago``, ``3 h ago``, ``2 days ago``."""
+    if seconds < 90:
+        return "just now"
+    if seconds < 5400:
+        return f"{int(seconds // 60)} min ago"
+    if seconds < 172800:
+        return f"{int(seconds // 3600)} h ago"
+    return f"{int(seconds // 86400)} days ago"

@@ -48,14 +48,17 @@ def ref(sender: str, n: int = 1) -> Ref:
     return Ref(client.new_message_id(sender, n), sender, os.getpid())
 
 
-async def serve_live(nursery: trio.Nursery, relay_dir: Path, seen: list[str]) -> str:
-    """A sender whose listener takes receipts; each one's state goes to ``seen``."""
+async def serve_live(
+    nursery: trio.Nursery, relay_dir: Path, seen: list[str], *, knows: frozenset[str] | None = None
+) -> str:
+    """A sender whose listener takes receipts; each one's state goes to ``seen``. With
+    ``knows``, it answers any other state ``invalid``, as a zcoder from before it did."""
     iid = register(relay_dir)
 
     def take(request: Receipt | Cancel, verified: bool) -> str:
         assert isinstance(request, Receipt)
         seen.append(request.state)
-        return "accepted"
+        return "invalid" if knows is not None and request.state not in knows else "accepted"
 
     listener = Listener(
         instance_id=iid,
@@ -189,3 +192,23 @@ async def test_receipts_sent_before_run_go_out_once_it_starts(short_tmp: Path) -
         await sender.flush(10.0)
         assert seen == ["started", "completed"] and sender.stats.destinations == 0
         nursery.cancel_scope.cancel()
+
+
+async def test_a_sender_that_refuses_waiting_gets_no_more_of_it_and_all_else(
+    short_tmp: Path,
+) -> None:
+    relay_dir = ensure_relay_dir(short_tmp / "agents")
+    seen: list[str] = []
+    old = frozenset({"held", "started", "completed"})  # a zcoder from before ``waiting``
+    async with running(relay_dir, io_timeout=5.0) as (nursery, sender):
+        older = await serve_live(nursery, relay_dir, seen, knows=old)
+        message = ref(older)
+        for state in ("started", "waiting", "started", "waiting", "started", "completed"):
+            sender.send(message, state, "asks its user" if state == "waiting" else "")
+        with trio.fail_after(10):
+            while seen[-1:] != ["completed"]:  # noqa: ASYNC110
+                await trio.sleep(0.01)
+    # Refused once, ``waiting`` is not sent to it again; every other receipt still is (a
+    # repeated ``started`` changes nothing there).
+    assert seen == ["started", "waiting", "started", "started", "completed"]
+    assert (sender.stats.delivered, sender.stats.dropped) == (4, 1)

@@ -90,6 +90,35 @@ def test_a_repeat_or_a_step_back_is_accepted_and_makes_no_entry() -> None:
     assert [e.meta["receipt"] for e in box.take_entries()] == ["held", "started", "completed"]
 
 
+def test_a_task_that_waits_for_the_receivers_user_says_why_and_then_goes_on() -> None:
+    box = outbox()
+    mid = sent(box, 1, "run the tests")
+    why = "asks its user to approve: make test"
+    for state, detail in [("started", ""), ("waiting", why), ("waiting", why)]:
+        box.handle(receipt(mid, state, detail), verified=True)
+    (line,) = box.sent_lines()
+    assert f"→ {WHO} · waiting (asks its user to approve: make test) ·" in line
+    status = box.status_text(mid)
+    assert status is not None and '"state": "waiting"' in status and why in status
+    box.handle(receipt(mid, "started", "nobody answered in 2 s (counted as no)"), verified=True)
+    assert "· started ·" in box.sent_lines()[0]
+    _, waiting, going_on = box.take_entries()  # the repeated ``waiting`` made none
+    assert waiting.meta["headline"] == f'⇄ {WHO} waits on your message #1 "run the tests": {why}'
+    assert going_on.meta["headline"] == (
+        f'⇄ {WHO} goes on with your message #1 "run the tests": nobody answered in 2 s '
+        "(counted as no)"
+    )
+
+
+def test_a_state_this_version_does_not_know_is_accepted_and_changes_nothing() -> None:
+    box = outbox()
+    mid = sent(box, 1, "task")
+    assert box.handle(receipt(mid, "started"), verified=True) == "accepted"
+    assert box.handle(receipt(mid, "input_required", "a newer step"), verified=True) == "accepted"
+    assert [e.meta["receipt"] for e in box.take_entries()] == ["started"]
+    assert "· started ·" in box.sent_lines()[0]
+
+
 def test_a_repeated_cancel_is_answered_the_same_with_one_notice_and_one_receipt() -> None:
     receipts = Receipts()
     box = outbox(receipts)

@@ -245,6 +245,37 @@ def test_reached_tells_started_and_finished_settles_and_tells_the_final_state() 
     assert inbound.number(mid(1)) == 1  # still known, for "no longer waits"
 
 
+def test_a_question_tells_waiting_once_and_started_again_when_the_turn_goes_on() -> None:
+    inbound = make()
+    arrive(inbound, 1)
+    claim(inbound, 1)
+    inbound.reached()
+    why = "asks its user to approve: make test"
+    assert inbound.asking(why) == [Tell(envelope(1), "waiting", why)]
+    assert inbound.asking("a second question at once") == []  # told once until it goes on
+    assert inbound.answered("its user approved") == [
+        Tell(envelope(1), "started", "its user approved")
+    ]
+    assert inbound.answered("again") == []  # nothing was asked since
+    assert inbound.asking("the next command") == [Tell(envelope(1), "waiting", "the next command")]
+    assert [e.state for e in inbound.finished("cancelled") if isinstance(e, Tell)] == ["cancelled"]
+
+
+def test_a_question_after_the_turn_ended_or_of_the_next_message_starts_afresh() -> None:
+    inbound = make()
+    assert inbound.asking("no relayed turn runs") == []  # a local turn's question
+    assert inbound.answered("nor here") == []
+    arrive(inbound, 1)
+    arrive(inbound, 2)
+    claim(inbound, 1)
+    inbound.asking("stopped while it asks")
+    inbound.finished("cancelled")  # its final state is the sender's news, not ``started``
+    assert inbound.answered("late") == []
+    claim(inbound, 2)
+    assert inbound.answered("never asked") == []
+    assert inbound.asking("its own question") == [Tell(envelope(2), "waiting", "its own question")]
+
+
 def test_abandoned_only_settles() -> None:
     inbound = make()
     arrive(inbound, 1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.relay.wire_fakes import ME, SENDER
-from zcoder.relay.outbox import CARD_KEYS, GONE, Outbox, Sent, card_meta, rank, standing
+from zcoder.relay.outbox import CARD_KEYS, GONE, Outbox, Sent, card_meta, moves, rank, standing
 from zcoder.relay.receipt_states import FINAL_STATES
 
 MID = f"{ME}-3"
@@ -39,11 +39,49 @@ def test_held_after_started_does_not_move_the_state_back() -> None:
     assert box.get(MID).state == "started"  # type: ignore[union-attr]
 
 
+def test_a_running_task_waits_and_goes_on_as_often_as_its_receiver_asks() -> None:
+    box = sent_box()
+    assert box.apply(MID, SENDER, "started", "", "") is not None
+    for n in range(3):
+        waiting = box.apply(MID, SENDER, "waiting", f"asks its user to approve: make {n}", "")
+        assert waiting is not None and waiting.detail == f"asks its user to approve: make {n}"
+        assert box.apply(MID, SENDER, "waiting", "a retry", "") is None  # a repeat
+        assert box.apply(MID, SENDER, "held", "late", "") is None  # never back before start
+        going_on = box.apply(MID, SENDER, "started", "its user approved", "")
+        assert going_on is not None and going_on.state == "started"
+    assert box.apply(MID, SENDER, "completed", "done", "") is not None
+    assert box.apply(MID, SENDER, "waiting", "too late", "") is None
+    assert box.get(MID).state == "completed"  # type: ignore[union-attr]
+
+
+def test_waiting_may_come_first_when_started_was_lost() -> None:
+    box = sent_box()
+    assert box.apply(MID, SENDER, "held", "it holds", "") is not None
+    assert box.apply(MID, SENDER, "waiting", "asks its user", "") is not None
+
+
+@pytest.mark.parametrize("word", ["input_required", "paused", "x"])
+def test_a_state_this_version_does_not_know_changes_nothing(word: str) -> None:
+    box = sent_box()
+    assert box.apply(MID, SENDER, word, "from a newer zcoder", "") is None
+    assert box.apply(MID, SENDER, "started", "", "") is not None
+    assert box.apply(MID, SENDER, word, "from a newer zcoder", "") is None
+    assert box.get(MID).state == "started"  # type: ignore[union-attr]
+    assert not moves("completed", word) and not moves("accepted", word)
+
+
+def test_moves_is_the_forward_order_with_started_and_waiting_side_by_side() -> None:
+    assert moves("accepted", "held") and moves("held", "started") and moves("started", "failed")
+    assert moves("started", "waiting") and moves("waiting", "started")
+    assert not moves("waiting", "waiting") and not moves("started", "held")
+    assert moves("waiting", "completed") and not moves("completed", "started")
+
+
 @pytest.mark.parametrize("final", sorted(FINAL_STATES))
 def test_a_final_state_is_terminal(final: str) -> None:
     box = sent_box()
     assert box.apply(MID, SENDER, final, "the end", "") is not None
-    for state in ("held", "started", *sorted(FINAL_STATES)):
+    for state in ("held", "started", "waiting", *sorted(FINAL_STATES)):
         assert box.apply(MID, SENDER, state, "later", "x.py") is None
     sent = box.get(MID)
     assert sent is not None and (sent.state, sent.detail, sent.changed) == (final, "the end", "")

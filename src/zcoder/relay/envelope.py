@@ -48,6 +48,9 @@ its value (the other implementation sends ``0``); an ``accepted`` whose position
 integer >= 1 keeps its status without a position; ``state`` is read on every ack and
 ignored when it is not a known state; unknown keys are ignored. By the time an ack is read
 the request has been handled, and the status is what matters.
+A receipt's ``state`` is read as any lowercase word of at most ``STATE_WORD_CHARS``
+(``waiting`` came after ``started``; a later one may come): the outbox applies only the
+states it knows and answers any other ``accepted`` without a change.
 
 ``decode_request`` decides in the spec's order: parse (``invalid``), protocol version
 (``invalid`` when missing or not an integer, ``unsupported`` when another integer),
@@ -64,6 +67,7 @@ one decoder that checks them in the spec's order; the wire tests read it against
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -89,7 +93,7 @@ from zcoder.relay.receipt_states import (
     CANCEL_STATUSES,
     MAX_CHANGED_CHARS,
     MAX_DETAIL_CHARS,
-    RECEIPT_STATES,
+    STATE_WORD_CHARS,
 )
 
 __all__ = [
@@ -189,7 +193,10 @@ _status = _check(str, lambda v: v in STATUSES or v in CANCEL_STATUSES, "an ack s
 _position = _optional(_check(int, lambda v: v >= 1, "an integer >= 1"))
 _state = _optional(_check(str, STATES.__contains__, "ready, busy or paused"))
 _positive = _check(int, lambda v: v >= 1, "a positive integer")
-_receipt_state = _check(str, RECEIPT_STATES.__contains__, "a receipt state")
+# A state this version does not know is still read (a newer receiver's step; the outbox
+# ignores it): a reader judges a receipt by the states it knows, as it judges an ack.
+_STATE_WORD = re.compile(rf"[a-z][a-z_]{{0,{STATE_WORD_CHARS - 1}}}")
+_receipt_state = _check(str, _STATE_WORD.fullmatch, "a receipt state (a lowercase word)")
 _detail = _check(
     str, lambda v: _text(v, 0, MAX_DETAIL_CHARS), f"at most {MAX_DETAIL_CHARS} characters, no NUL"
 )

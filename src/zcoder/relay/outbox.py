@@ -6,11 +6,14 @@ kept) and a number, 1, 2, 3... in the order sent, which it keeps (``/agents sent
 receipt entries name it ``#3``). A receipt is applied only when it is for a message id this
 instance sent, from the exact instance it was sent to, and only when it moves the state
 forward: ``accepted`` < ``held`` < ``started`` < a final state (``FINAL_STATES``), which
-nothing changes. So receipts are idempotent: a repeated ``started`` or ``held`` changes
-nothing, ``held`` after ``started`` cannot move it back, a late ``started`` cannot undo a
-``completed`` (``apply`` returns ``None`` then: nothing to show, nothing to save). A
-receiver whose ack did not say ``receipts`` (a version-1 peer) never reports: its messages
-stay ``accepted`` and say so (``receipts`` false).
+nothing changes. A running turn may wait for its receiver's user and go on, as often as it
+asks: ``waiting`` and ``started`` stand on the same step and each replaces the other (the
+receiver sends a destination's receipts in order, one at a time). So receipts are
+idempotent: a repeated ``started``, ``waiting`` or ``held`` changes nothing, ``held`` after
+``started`` cannot move it back, a late ``started`` cannot undo a ``completed`` (``apply``
+returns ``None`` then: nothing to show, nothing to save); a state this version does not
+know changes nothing either. A receiver whose ack did not say ``receipts`` (a version-1
+peer) never reports: its messages stay ``accepted`` and say so (``receipts`` false).
 
 ``standing`` is what a listing shows: the state, or ``gone`` for an unsettled message of a
 reporting receiver that is no longer there (the caller looks, this module does no I/O).
@@ -33,12 +36,23 @@ import attrs
 
 from zcoder.relay.receipt_states import FINAL_STATES
 
-__all__ = ["CARD_KEYS", "DEFAULT_LIMIT", "GONE", "Outbox", "Sent", "card_meta", "rank", "standing"]
+__all__ = [
+    "CARD_KEYS",
+    "DEFAULT_LIMIT",
+    "GONE",
+    "Outbox",
+    "Sent",
+    "card_meta",
+    "moves",
+    "rank",
+    "standing",
+]
 
 DEFAULT_LIMIT = 200
 #: What ``/agents sent`` shows for an unsettled message whose receiver is gone.
 GONE = "gone"
-_ORDER = {"accepted": 0, "held": 1, "started": 2}
+_ORDER = {"accepted": 0, "held": 1, "started": 2, "waiting": 2}
+_RUNNING_RANK = 2  # ``started`` and ``waiting``: either may follow the other
 _FINAL_RANK = 3
 _FIRST_LINE_CHARS = 160
 #: What a send card's meta holds of the message it delivered (``card_meta``).
@@ -64,8 +78,18 @@ def card_meta(
 
 
 def rank(state: str) -> int:
-    """A state's place in the forward order: accepted < held < started < final."""
+    """A state's place in the forward order: accepted < held < started, waiting < final
+    (an unknown state: 0, so it never moves a message)."""
     return _FINAL_RANK if state in FINAL_STATES or state == "withdrawn" else _ORDER.get(state, 0)
+
+
+def moves(current: str, state: str) -> bool:
+    """Whether a receipt of ``state`` moves a message now at ``current`` forward: a higher
+    step, or the other of ``started`` and ``waiting`` (never from a final state)."""
+    new, now = rank(state), rank(current)
+    if now == _FINAL_RANK:
+        return False
+    return new > now or (new == now == _RUNNING_RANK and state != current)
 
 
 @attrs.define
@@ -169,12 +193,13 @@ class Outbox:
     ) -> Sent | None:
         """Apply a receipt; the updated entry, or ``None`` when it is not for a message
         this instance sent to ``from_instance_id`` (then nothing changes). A receipt that
-        does not move the state forward (a repeat, ``held`` after ``started``, anything
-        after a final state) changes nothing either and returns ``None``."""
+        does not move the state forward (``moves``: a repeat, ``held`` after ``started``,
+        anything after a final state, a state not known here) changes nothing either and
+        returns ``None``."""
         sent = self._sent.get(message_id)
         if sent is None or sent.target_instance_id != from_instance_id:
             return None
-        if sent.final or rank(state) <= rank(sent.state):
+        if not moves(sent.state, state):
             return None
         sent.receipts = True  # it reports, whatever its ack said
         sent.state, sent.detail, sent.changed = state, detail, changed

@@ -13,13 +13,17 @@ __all__ = [
     "MAX_CHANGED_PATHS",
     "MAX_DETAIL_CHARS",
     "RECEIPT_STATES",
+    "STATE_WORD_CHARS",
 ]
 
 #: What a receiver reports about a message it accepted. ``started`` comes first; then one
-#: final state. ``held`` may come before ``started`` (waiting for the receiver's user).
+#: final state. ``held`` may come before ``started`` (waiting for the receiver's user);
+#: ``waiting`` after it, while the running turn waits for the receiver's user (a question),
+#: and ``started`` again when it goes on.
 RECEIPT_STATES: tuple[str, ...] = (
     "held",
     "started",
+    "waiting",
     "completed",
     "blocked",
     "failed",
@@ -28,6 +32,10 @@ RECEIPT_STATES: tuple[str, ...] = (
     "denied",
 )
 FINAL_STATES = frozenset({"completed", "blocked", "failed", "cancelled", "dropped", "denied"})
+#: What a reader takes as a receipt's state: a known one, or a word a newer receiver may
+#: send, which it answers ``accepted`` and ignores (a liberal reader; a writer sends only
+#: ``RECEIPT_STATES``).
+STATE_WORD_CHARS = 32
 
 #: The ack statuses that answer a ``cancel`` (and only a cancel): removed from the queue,
 #: already running (only the receiver's user stops a running turn), not a message waiting

@@ -69,6 +69,7 @@ _LIST_CHARS = 60  # a row of /agents sent
 _DOING = {
     "held": "holds your message {m} for its user",
     "started": "started your message {m}",
+    "waiting": "waits on your message {m}",
     "completed": "completed your message {m}",
     "blocked": "is blocked on your message {m}",
     "failed": "failed your message {m}",
@@ -76,6 +77,7 @@ _DOING = {
     "dropped": "dropped your message {m}",
     "denied": "denied your message {m}",
 }
+_GOES_ON = "goes on with your message {m}"  # ``started`` again, after ``waiting``
 _ANSWERED = ("completed", "blocked")  # the detail is an answer: the entry's body
 _CANCELLED = {
     "withdrawn": "Withdrawn: {t} removed message {m} from its queue; it will not run.",
@@ -103,12 +105,16 @@ def naming(sent: Sent) -> str:
     return f'#{sent.number} "{_first_words(sent, _NAME_CHARS)}"'
 
 
-def headline(sent: Sent) -> str:
+def headline(sent: Sent, before: str = "") -> str:
     """``⇄ weekly-digest (pid 7) failed your message #3 "update weeklyDigest.ts…": <why>``;
-    an answer (``completed``, ``blocked``) is the entry's body, never repeated here."""
+    an answer (``completed``, ``blocked``) is the entry's body, never repeated here. A
+    ``started`` after ``waiting`` (``before``) says the turn goes on."""
     said = "" if sent.state in _ANSWERED else escape_controls(_first_line(sent.detail))
     tail = f": {said}" if said else ""
-    doing = _DOING.get(sent.state, sent.state + " your message {m}").format(m=naming(sent))
+    doing = _DOING.get(sent.state, sent.state + " your message {m}")
+    if sent.state == "started" and before == "waiting":
+        doing = _GOES_ON
+    doing = doing.format(m=naming(sent))
     return f"⇄ {sent.target} {doing}{tail}"
 
 
@@ -237,6 +243,7 @@ class RelayOutbox:
         sent = None if book is None else book.get(receipt.message_id)
         if book is None or sent is None or sent.target_instance_id != receipt.sender_instance_id:
             return "invalid"
+        before = sent.state
         updated = book.apply(
             receipt.message_id,
             receipt.sender_instance_id,
@@ -244,14 +251,18 @@ class RelayOutbox:
             receipt.detail,
             receipt.changed,
         )
-        if updated is not None:  # ``None``: a repeat, or a step back: nothing to show
-            self._add_entry(self._entry(updated))
+        if updated is not None:  # ``None``: a repeat, a step back, a state unknown here
+            self._add_entry(self._entry(updated, before))
         return "accepted"  # either way: the receiver need not retry
 
-    def _entry(self, sent: Sent) -> TranscriptEvent:
+    def _entry(self, sent: Sent, before: str = "") -> TranscriptEvent:
         """The transcript entry of a new state; its meta keeps what ``rebuilt`` takes back
         (the answer is the body; a short reason is kept in ``detail``)."""
-        meta = {"receipt": sent.state, "headline": headline(sent), "message_id": sent.message_id}
+        meta = {
+            "receipt": sent.state,
+            "headline": headline(sent, before),
+            "message_id": sent.message_id,
+        }
         if sent.detail and sent.state not in _ANSWERED:
             meta["detail"] = sent.detail
         if sent.changed:
@@ -304,6 +315,8 @@ class RelayOutbox:
             if sent.receipts and not sent.final and not sent.earlier and target not in left:
                 left[target] = gone(target)
             state = standing(sent, left.get(target, False))
+            if state == "waiting" and sent.detail:  # what it waits for: its user's answer
+                state = f"waiting ({escape_controls(one_line(sent.detail, _LIST_CHARS))})"
             if not sent.receipts:
                 state = f"{state} ({NO_RECEIPTS})"
             elif sent.earlier and not sent.final:

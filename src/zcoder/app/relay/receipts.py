@@ -11,8 +11,10 @@ connection and never answers) holds up only its own receipts. Each receipt goes 
 socket of the sender's manifest, the manifest whose pid is the message's ``sender_pid`` (a
 sender gone or replaced gets none), with one retry and a deadline of its own; a receipt that
 still cannot be delivered is dropped. A sender that answers ``unsupported`` (a version-1
-peer) gets no more receipts. ``flush(bound)`` waits for every destination at once, so the
-whole exit stays within ``bound``.
+peer) gets no more receipts. A sender that answers ``waiting`` with ``invalid`` (a zcoder
+from before that state, whose reader knows only its own states) gets no more ``waiting``:
+strict in what we send, the rest of its receipts go on as before. ``flush(bound)`` waits
+for every destination at once, so the whole exit stays within ``bound``.
 
 ``ChangeRecorder`` sits in the agent's sink and notes the workspace paths a turn's
 ``write_file``, ``replace_text`` and ``apply_patch`` calls changed; a ``run_command`` that
@@ -179,6 +181,7 @@ class ReceiptSender:
         self._queues: dict[str, deque[_Job]] = {}
         self._nursery: trio.Nursery | None = None  # ``run``'s, while it runs
         self._unsupported: set[str] = set()  # senders that answered unsupported
+        self._no_waiting: set[str] = set()  # senders that refused a ``waiting`` receipt
         self._pending = 0
         self._idle = trio.Event()
         self._idle.set()
@@ -273,6 +276,8 @@ class ReceiptSender:
         target = receipt.target_instance_id
         if target in self._unsupported:
             return
+        if receipt.state == "waiting" and target in self._no_waiting:
+            return  # it refused one: it reads only the states it had (an older zcoder)
         for attempt in (1, 2):
             try:
                 socket_path = self._socket_of(job.message)
@@ -293,6 +298,8 @@ class ReceiptSender:
             elif ack.status == "accepted":
                 self.stats.delivered += 1
             else:
+                if ack.status == "invalid" and receipt.state == "waiting":
+                    self._no_waiting.add(target)
                 self.stats.dropped += 1
                 _log.info("relay receipt to %s answered %s", target, ack.status)
             return

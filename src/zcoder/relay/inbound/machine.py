@@ -10,6 +10,10 @@ withdrew it, it was quarantined, another claimer took it). In between it is::
      v    |
     held --deny--> settled (Remove, and ``denied``)
 
+While it runs, its turn may ask this instance's user a question (``asking``: its sender is
+told ``waiting``, with what the question is about) and go on once it is answered or expired
+(``answered``: ``started`` again), as often as it asks.
+
 A message is *held* when the user must approve it (``policy.hold_reason`` decides, once,
 when it arrives): the others keep their FIFO order around it. Besides, the machine keeps
 what stops every claim for a while: *stopped* (Escape stopped a relayed turn: nothing is
@@ -116,6 +120,7 @@ class Inbound:
         self._max_hops = max_hops
         self._round_trips = RoundTrips()
         self._answered = False  # the running turn sent back to its sender (one round trip)
+        self._asking = False  # the running turn waits for this instance's user (a question)
         self._waiting: dict[str, _Entry] = {}  # waiting and held, in sequence order
         self._held = 0
         self._numbers: dict[str, int] = {}  # every id ever known, with its number
@@ -201,11 +206,29 @@ class Inbound:
             entry = self._new_entry(claimed.sequence, envelope, claimed.verified, "")
         self._running = (entry, claimed)
         self._answered = False
+        self._asking = False
 
     def reached(self) -> list[Effect]:
         """The running message's turn reached the model: it has started."""
         self._model_down = False
         return [Tell(self._current()[0].envelope, "started")]
+
+    def asking(self, reason: str) -> list[Effect]:
+        """The running turn asks this instance's user (a question): its sender is told
+        ``waiting``, with ``reason``, once until the turn goes on."""
+        if self._running is None or self._asking:
+            return []
+        self._asking = True
+        return [Tell(self._running[0].envelope, "waiting", reason)]
+
+    def answered(self, detail: str) -> list[Effect]:
+        """The question was answered, or expired: the turn goes on, and its sender is told
+        ``started`` again, with ``detail``. Nothing when no question was asked (a turn
+        stopped while it asked is told its final state instead)."""
+        if self._running is None or not self._asking:
+            return []
+        self._asking = False
+        return [Tell(self._running[0].envelope, "started", detail)]
 
     def finished(self, state: str, detail: str = "", changed: str = "") -> list[Effect]:
         """The running message's turn ended after it reached the model (whatever the

@@ -105,6 +105,9 @@ def test_policy_flags() -> None:
         {"ZCODER_RELAY_INBOUND": "HOLD"},
         {"ZCODER_RELAY_MAX_HOPS": "0"},
         {"ZCODER_RELAY_MAX_HOPS": "many"},
+        {"ZCODER_RELAY_QUESTION_TIMEOUT": "-1"},
+        {"ZCODER_RELAY_QUESTION_TIMEOUT": "5m"},
+        {"ZCODER_RELAY_QUESTION_TIMEOUT": "86401"},
     ],
 )
 def test_bad_relay_setting_disables_only_the_relay(env: dict[str, str]) -> None:
@@ -118,6 +121,18 @@ def test_relay_settings_read() -> None:
     env = {"ZCODER_RELAY": "paused", "ZCODER_RELAY_DIR": "/tmp/x", "ZCODER_RELAY_IO_TIMEOUT": "0.5"}
     r = load_config(RawOptions(), env).relay
     assert (r.mode, r.dir, r.io_timeout) == ("paused", Path("/tmp/x"), 0.5)
+
+
+def test_a_relayed_question_waits_300_s_unless_set_and_0_means_no_limit() -> None:
+    assert load_config(RawOptions(), {}).relay.question_timeout == 300.0
+    for raw, seconds in (("2", 2.0), ("0.5", 0.5), ("0", 0.0)):
+        env = {"ZCODER_RELAY_QUESTION_TIMEOUT": raw}
+        assert load_config(RawOptions(), env).relay.question_timeout == seconds
+    bad = load_config(RawOptions(), {"ZCODER_RELAY_QUESTION_TIMEOUT": "soon"})
+    assert bad.relay_problem == (
+        "relay disabled: ZCODER_RELAY_QUESTION_TIMEOUT: 'soon' is not a number of seconds "
+        "from 0 to 86400 (0: no limit)"
+    )
 
 
 def test_the_hop_bound_is_four_unless_set() -> None:

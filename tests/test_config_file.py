@@ -29,6 +29,7 @@ agent_name = "from-file"
 max_queue = 8
 inbound = "hold"
 io_timeout = 3
+question_timeout = 60
 """
 
 
@@ -55,6 +56,7 @@ def test_the_file_sets_what_no_flag_or_variable_does(tmp_path: Path) -> None:
     )
     assert (c.temperature, c.warmup, c.think, c.context_window) == (0.5, False, False, 32768)
     assert (c.relay.max_queue, c.relay.inbound, c.relay.io_timeout) == (8, "hold", 3.0)
+    assert c.relay.question_timeout == 60.0
     assert c.agent_name == "from-file" and c.relay_problem == ""
     # The file counts as configured: no auto-detection, no default model to replace.
     assert not c.autodetect and not c.model_default

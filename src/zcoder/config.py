@@ -36,11 +36,13 @@ from zcoder.relay.limits import (
     DEFAULT_MAX_HOPS,
     DEFAULT_MAX_MESSAGE_CHARS,
     DEFAULT_MAX_QUEUE,
+    DEFAULT_QUESTION_TIMEOUT,
     IO_TIMEOUT_RANGE,
     MAX_BYTES_RANGE,
     MAX_HOPS_RANGE,
     MAX_MESSAGE_CHARS_RANGE,
     MAX_QUEUE_RANGE,
+    QUESTION_TIMEOUT_RANGE,
 )
 from zcoder.relay.names import agent_name_problem
 from zcoder.relay.settings import (
@@ -285,7 +287,22 @@ def relay_settings_from_env(env: Mapping[str, str]) -> RelaySettings:
         max_queue=_limit(env, "ZCODER_RELAY_MAX_QUEUE", DEFAULT_MAX_QUEUE, MAX_QUEUE_RANGE),
         io_timeout=timeout,
         max_hops=_limit(env, "ZCODER_RELAY_MAX_HOPS", DEFAULT_MAX_HOPS, MAX_HOPS_RANGE),
+        question_timeout=_question_timeout(env),
     )
+
+
+def _question_timeout(env: Mapping[str, str]) -> float:
+    """``ZCODER_RELAY_QUESTION_TIMEOUT``: seconds a relayed turn's question waits (0: no
+    limit)."""
+    var = "ZCODER_RELAY_QUESTION_TIMEOUT"
+    raw = env.get(var, f"{DEFAULT_QUESTION_TIMEOUT:g}")
+    seconds = plain_float(raw)
+    low, high = QUESTION_TIMEOUT_RANGE
+    if seconds is None or not low <= seconds <= high:
+        raise ConfigError(
+            var, f"{raw!r} is not a number of seconds from {low:g} to {high:g} (0: no limit)"
+        )
+    return seconds
 
 
 _Given = tuple[str | None, str]

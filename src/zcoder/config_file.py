@@ -69,6 +69,7 @@ FILE_KEYS: dict[str, tuple[str, Kind]] = {
     "relay.max_hops": ("ZCODER_RELAY_MAX_HOPS", "integer"),
     "relay.io_timeout": ("ZCODER_RELAY_IO_TIMEOUT", "number"),
     "relay.inbound": ("ZCODER_RELAY_INBOUND", "string"),
+    "relay.question_timeout": ("ZCODER_RELAY_QUESTION_TIMEOUT", "number"),
     "checkpoints.mode": ("ZCODER_CHECKPOINTS", "switch"),
     "checkpoints.max_bytes": ("ZCODER_CHECKPOINT_MAX_BYTES", "integer"),
     "checkpoints.keep_turns": ("ZCODER_CHECKPOINT_KEEP_TURNS", "integer"),

@@ -28,6 +28,7 @@ problem the UI shows is raised as the subclass that says what failed.
     ├── ToolError                a tool call cannot be carried out (the model sees the message)
     ├── CommandError             a user's command (``/agents pause``...) cannot be carried out
     ├── CheckpointError          a checkpoint cannot be taken, read or undone (says why)
+    ├── QuestionExpired          nobody answered a relayed turn's question in time
     └── RelayError               the inter-agent relay
         ├── RelayUnavailable     the relay cannot run here (reason says why)
         ├── UnsafeRelayDir       the shared relay directory is not safe to use
@@ -53,6 +54,7 @@ __all__ = [
     "ModelHTTPError",
     "NoServerFound",
     "NotGguf",
+    "QuestionExpired",
     "Rejected",
     "RelayError",
     "RelayTransportError",
@@ -182,6 +184,15 @@ class CheckpointError(ZcoderError):
 class CommandError(ZcoderError):
     """A command the user gave cannot be carried out; the message is one finished line
     (what failed and what to do)."""
+
+
+class QuestionExpired(ZcoderError):
+    """Nobody answered a relayed turn's question within ``seconds`` (``[relay]
+    question_timeout``): it counts as no, and the turn goes on."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"nobody answered in {seconds:g} s")
+        self.seconds = seconds
 
 
 class RelayError(ZcoderError):

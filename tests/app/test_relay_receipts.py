@@ -74,9 +74,16 @@ async def test_a_task_comes_back_started_then_completed_with_answer_and_paths(
         ]
         assert await b.backend.runner.run_relay_turn()
         await reported(a, mid, "completed")
-        started, completed = receipts(a)
+        # The command's question: the sender is told its task waits, then goes on.
+        started, waiting, going_on, completed = receipts(a)
         who = f"beta (pid {os.getpid()})"
         assert started.meta["headline"] == f'⇄ {who} started your message #1 "rename users.name"'
+        assert waiting.meta["headline"] == (
+            f'⇄ {who} waits on your message #1 "rename users.name": asks its user to approve: true'
+        )
+        assert going_on.meta["headline"] == (
+            f'⇄ {who} goes on with your message #1 "rename users.name": its user approved'
+        )
         assert (
             completed.meta["headline"] == f'⇄ {who} completed your message #1 "rename users.name"'
         )

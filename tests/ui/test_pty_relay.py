@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,18 +51,26 @@ class Agent:
 
 
 def start_agent(
-    launch: Launch, start_fake: StartFake, dirs: PtyDirs, name: str, *responses: Any
+    launch: Launch,
+    start_fake: StartFake,
+    dirs: PtyDirs,
+    name: str,
+    *responses: Any,
+    env: Mapping[str, str] | None = None,
 ) -> Agent:
+    """``name``'s instance in a pty, its fake model replaying ``responses``; ``env`` adds
+    settings (``ZCODER_RELAY_QUESTION_TIMEOUT``...)."""
     fake = start_fake(script(*(responses or (text_response("ok"),))))
     workspace, runtime = dirs.root / name, dirs.root / f"rt-{name}"
     for path in (workspace, runtime):
         path.mkdir(mode=0o700)
-    env = launch.env(fake.url, DEFAULT_MODEL, {"XDG_RUNTIME_DIR": str(runtime)})
+    extra = {"XDG_RUNTIME_DIR": str(runtime), **(env or {})}
+    full_env = launch.env(fake.url, DEFAULT_MODEL, extra)
     argv = [sys.executable, "-m", "zcoder", "-w", str(workspace), "--no-warmup"]
-    app = launch.argv(argv, env=env)
+    app = launch.argv(argv, env=full_env)
     wait_ready(app)
     wait_status(app, "relay on")
-    return Agent(app, fake, env, workspace)
+    return Agent(app, fake, full_env, workspace)
 
 
 def instance_id(agent: Agent, project: str) -> str:

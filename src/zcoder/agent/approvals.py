@@ -13,7 +13,11 @@ A relayed turn's writes to instruction and control files (``policy.control_file`
 first, whatever the command policy, even under ``--yes``: kind ``write``, ``y``/``n``.
 
 A relayed turn's questions name its sender (``sender_label``), and in them ``a`` approves
-the one command asked about: the question says so (``ApprovalRequest.a_grants``).
+the one command asked about: the question says so (``ApprovalRequest.a_grants``). A
+relayed turn's question may expire (the app's approver raises ``QuestionExpired`` after
+``[relay] question_timeout``): it counts as no, the model reads that the local user did not
+answer in that time and nothing ran, the transcript says the question expired, and the
+turn goes on. A local turn's question never expires.
 """
 
 from __future__ import annotations
@@ -34,9 +38,9 @@ from zcoder.approval.policy import (
     decide_tool_call,
     denial_text,
 )
-from zcoder.approval.questions import ApprovalRequest
+from zcoder.approval.questions import Answer, ApprovalRequest
 from zcoder.conversation import Origin
-from zcoder.errors import ToolError, WorkspaceError
+from zcoder.errors import QuestionExpired, ToolError, WorkspaceError
 from zcoder.live import CommandsGranted, StateChange
 from zcoder.tools.patch import parse_patch
 from zcoder.tools.registry import CheckedCall
@@ -90,6 +94,23 @@ class Approvals:
         self._who = sender_label(sender) if sender is not None else ""
         self._home = _user_home()
 
+    async def _ask(self, question: ApprovalRequest, undone: str) -> Answer | CallOutcome:
+        """The user's answer; or, for a question nobody answered in time (only a relayed
+        turn's expires), the call's refusal: ``undone`` says what did not happen."""
+        try:
+            return await self._p.approver.ask(question)
+        except QuestionExpired as exc:
+            seconds = f"{exc.seconds:g}"
+            self._p.entry(
+                "system", f"The question expired: nobody answered in {seconds} s, so {undone}."
+            )
+            return refusal(
+                f"the local user did not answer in {seconds} seconds: {undone} (nothing ran). "
+                "Go on without it, or finish and say what is left to do.",
+                "denied",
+                f"the question expired (no answer in {seconds} s)",
+            )
+
     async def check(self, call: CheckedCall) -> CallOutcome | None:
         """A refusal for ``call``, or None when it may run."""
         asks = self._p.toolbox.asks(call.name)
@@ -126,8 +147,11 @@ class Approvals:
             sender=self._who,
         )
         self._p.sink.emit(StateChange("waiting_approval", "tool"))
-        if await self._p.approver.ask(question) == "y":
+        answer = await self._ask(question, f"{call.name} was not called")
+        if answer == "y":
             return None
+        if isinstance(answer, CallOutcome):
+            return answer
         return refusal(f"user denied the call of {call.name}", "denied", "denied by the user")
 
     def _control_files(self, call: CheckedCall) -> list[str]:
@@ -153,8 +177,11 @@ class Approvals:
             sender=self._who,
         )
         self._p.sink.emit(StateChange("waiting_approval", "write"))
-        if await self._p.approver.ask(question) == "y":
+        answer = await self._ask(question, "nothing was written")
+        if answer == "y":
             return None
+        if isinstance(answer, CallOutcome):
+            return answer
         text = f"user denied the write to an instruction or control file: {reasons[0]}"
         return refusal(text, "denied", "write to a control file denied")
 
@@ -193,7 +220,9 @@ class Approvals:
             a_grants=a_grants,
         )
         self._p.sink.emit(StateChange("waiting_approval", "command"))
-        answer = await self._p.approver.ask(question)
+        answer = await self._ask(question, "the command did not run")
+        if isinstance(answer, CallOutcome):
+            return answer
         run_this, grant_rest = apply_answer(answer, origin=self._origin, profile=config.profile)
         if grant_rest:
             self._p.conversation.grant_commands()
@@ -230,9 +259,11 @@ class Approvals:
         )
         self._p.sink.emit(StateChange("waiting_approval", "send"))
         try:
-            answer = await self._p.approver.ask(question)
+            answer = await self._ask(question, "the message was not sent")
         except ToolError as exc:  # the relay refused the send before asking: no question
             return refusal(f"Error: {exc}", "failed", str(exc))
         if answer == "y":
             return None
+        if isinstance(answer, CallOutcome):
+            return answer
         return refusal(f"user denied sending the message to {target}", "denied", "send denied")

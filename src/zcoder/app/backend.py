@@ -21,6 +21,7 @@ import trio
 
 from zcoder.agent.agent import Agent
 from zcoder.agent.model import ModelClient
+from zcoder.app.relay.asking import ExpiringQuestions
 from zcoder.app.relay.labels import SendLabels
 from zcoder.app.relay.link import RelayLink
 from zcoder.app.relay.receipts import ChangeRecorder
@@ -124,7 +125,9 @@ class AgentBackend:
             config=config,
             client=client,
             toolbox=self._toolbox,
-            approver=SendLabels(approver, self.relay),
+            approver=SendLabels(
+                ExpiringQuestions(approver, self.relay, config.relay.question_timeout), self.relay
+            ),
             store=store,
             session=session,
             sink=changes,

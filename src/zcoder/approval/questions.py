@@ -74,6 +74,7 @@ def question_head(request: ApprovalRequest) -> str:
 
 
 class Approver(Protocol):
-    """Asks the local user. Returns ``"n"`` when the question is dismissed (Escape)."""
+    """Asks the local user. Returns ``"n"`` when the question is dismissed (Escape); the
+    app's raises ``QuestionExpired`` when nobody answered a relayed turn's question in time."""
 
     async def ask(self, request: ApprovalRequest) -> Answer: ...

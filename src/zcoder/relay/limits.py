@@ -13,6 +13,7 @@ __all__ = [
     "DEFAULT_MAX_HOPS",
     "DEFAULT_MAX_MESSAGE_CHARS",
     "DEFAULT_MAX_QUEUE",
+    "DEFAULT_QUESTION_TIMEOUT",
     "IO_TIMEOUT_RANGE",
     "MAX_BYTES_RANGE",
     "MAX_HOPS",
@@ -25,6 +26,7 @@ __all__ = [
     "MAX_TIME",
     "MAX_WORKSPACE_CHARS",
     "PROTOCOL_VERSION",
+    "QUESTION_TIMEOUT_RANGE",
 ]
 
 #: The ``protocol`` field of every envelope and manifest this implementation writes.
@@ -48,6 +50,11 @@ MAX_HOPS = 1000
 #: Seconds one socket operation may take (``ZCODER_RELAY_IO_TIMEOUT``).
 DEFAULT_IO_TIMEOUT = 2.0
 IO_TIMEOUT_RANGE = (0.05, 60.0)
+
+#: Seconds a relayed turn's question waits for the local user before it counts as no
+#: (``ZCODER_RELAY_QUESTION_TIMEOUT``; 0: it waits as long as it takes).
+DEFAULT_QUESTION_TIMEOUT = 300.0
+QUESTION_TIMEOUT_RANGE = (0.0, 86400.0)
 
 #: Field bounds shared by envelopes and manifests.
 MAX_PROJECT_CHARS = 256

@@ -18,6 +18,7 @@ from zcoder.relay.limits import (
     DEFAULT_MAX_HOPS,
     DEFAULT_MAX_MESSAGE_CHARS,
     DEFAULT_MAX_QUEUE,
+    DEFAULT_QUESTION_TIMEOUT,
 )
 
 __all__ = ["INBOUND_MODES", "RELAY_MODES", "InboundMode", "RelayMode", "RelaySettings"]
@@ -42,3 +43,5 @@ class RelaySettings:
     inbound: InboundMode = "accept"
     # A message that many relayed turns led to is held for the user (a loop, not work).
     max_hops: int = DEFAULT_MAX_HOPS
+    # Seconds a relayed turn's question waits for the user, then counts as no (0: forever).
+    question_timeout: float = DEFAULT_QUESTION_TIMEOUT

@@ -141,6 +141,12 @@ _ROWS: tuple[_Row, ...] = (
     ("relay.max_hops", (), ("ZCODER_RELAY_MAX_HOPS",), lambda c: str(c.relay.max_hops)),
     ("relay.io_timeout", (), ("ZCODER_RELAY_IO_TIMEOUT",), lambda c: f"{c.relay.io_timeout:g}"),
     ("relay.inbound", (), ("ZCODER_RELAY_INBOUND",), lambda c: c.relay.inbound),
+    (
+        "relay.question_timeout",
+        (),
+        ("ZCODER_RELAY_QUESTION_TIMEOUT",),
+        lambda c: f"{c.relay.question_timeout:g}",
+    ),
     ("checkpoints.mode", (), ("ZCODER_CHECKPOINTS",), lambda c: c.checkpoints.mode),
     (
         "checkpoints.max_bytes",

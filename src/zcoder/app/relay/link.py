@@ -338,6 +338,15 @@ class RelayLink:
             for n, e in enumerate([*first, *self.inbound.unrun()])
         ]
 
+    def question_asked(self, reason: str) -> None:
+        """The running relayed turn asks this instance's user: its sender is told
+        ``waiting`` (``Inbound.asking``; ``asking.ExpiringQuestions`` calls this)."""
+        self.perform(self.inbound.asking(reason))
+
+    def question_answered(self, detail: str) -> None:
+        """The question was answered or expired: ``started`` again (``Inbound.answered``)."""
+        self.perform(self.inbound.answered(detail))
+
     def farewell(self) -> None:
         """On the way out: tell the sender of the running message ``cancelled`` and those
         of the waiting ones ``dropped`` (``Inbound.farewell``)."""

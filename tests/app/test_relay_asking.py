@@ -1,0 +1,157 @@
+"""A relayed turn's question expires after ``[relay] question_timeout`` and tells its sender
+that the task waits, then goes on (``asking.ExpiringQuestions``); a local turn's never
+expires. Trio's autojump clock stands in for the wait: no test waits in wall-clock time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import pytest
+import trio
+import trio.testing
+
+from tests.agent.doubles import FakeApprover, call, text, tools
+from tests.agent.test_loop import SENDER, make_rig
+from zcoder.agent.agent import TurnRequest
+from zcoder.app.relay.asking import ExpiringQuestions, answered_detail, waiting_reason
+from zcoder.approval.questions import Answer, ApprovalRequest
+from zcoder.conversation import Origin
+from zcoder.errors import QuestionExpired
+from zcoder.live import ToolUpdate
+
+
+def question(
+    origin: Origin = "relay",
+    kind: Literal["command", "write"] = "command",
+    text_: str = "make test",
+) -> ApprovalRequest:
+    return ApprovalRequest(kind=kind, text=text_, choices=("y", "n"), origin=origin)
+
+
+class Waits:
+    """Records what the relay link would tell the sender."""
+
+    def __init__(self) -> None:
+        self.told: list[tuple[str, str]] = []
+
+    def question_asked(self, reason: str) -> None:
+        self.told.append(("waiting", reason))
+
+    def question_answered(self, detail: str) -> None:
+        self.told.append(("started", detail))
+
+
+class Late(FakeApprover):
+    """Answers ``answer`` after ``after`` seconds (``None``: never)."""
+
+    def __init__(self, answer: Answer = "y", after: float | None = None) -> None:
+        super().__init__()
+        self.answer, self.after = answer, after
+        self.open = False
+
+    async def ask(self, request: ApprovalRequest) -> Answer:
+        self.asked.append(request)
+        self.open = True
+        try:
+            if self.after is None:
+                await trio.sleep_forever()
+            await trio.sleep(self.after)
+            return self.answer
+        finally:
+            self.open = False  # the question line goes away, answered or not
+
+
+async def test_a_relayed_question_nobody_answers_expires_after_the_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    waits, line = Waits(), Late(after=None)
+    asker = ExpiringQuestions(line, waits, 2.0)
+    start = trio.current_time()
+    with pytest.raises(QuestionExpired) as caught:
+        await asker.ask(question())
+    assert trio.current_time() - start == pytest.approx(2.0)
+    assert caught.value.seconds == 2.0 and not line.open
+    assert waits.told == [
+        ("waiting", "asks its user to approve: make test"),
+        ("started", "nobody answered in 2 s (counted as no)"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"), [("y", "its user approved"), ("n", "its user said no")]
+)
+async def test_an_answer_in_time_is_the_answer_and_the_sender_hears_how_it_ended(
+    answer: Answer, said: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    waits = Waits()
+    asker = ExpiringQuestions(Late(answer, after=299.0), waits, 300.0)
+    assert await asker.ask(question()) == answer
+    assert [state for state, _ in waits.told] == ["waiting", "started"]
+    assert waits.told[1][1] == said
+
+
+async def test_a_local_question_never_expires_and_tells_nobody(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    waits = Waits()
+    asker = ExpiringQuestions(Late("y", after=100_000.0), waits, 2.0)
+    assert await asker.ask(question(origin="user")) == "y"
+    assert waits.told == []
+
+
+async def test_a_timeout_of_0_waits_as_long_as_it_takes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    waits = Waits()
+    asker = ExpiringQuestions(Late("y", after=1e7), waits, 0.0)
+    assert await asker.ask(question()) == "y"
+    assert [state for state, _ in waits.told] == ["waiting", "started"]
+
+
+async def test_a_turn_stopped_while_it_asks_tells_no_started(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    waits, line = Waits(), Late(after=None)
+    asker = ExpiringQuestions(line, waits, 300.0)
+    with trio.move_on_after(5.0):  # Escape, before the question expires
+        await asker.ask(question())
+    assert [state for state, _ in waits.told] == ["waiting"] and not line.open
+
+
+def test_the_reason_says_what_the_user_is_asked_on_one_line() -> None:
+    assert waiting_reason(question(text_="make\n  test")) == "asks its user to approve: make test"
+    long = waiting_reason(question(text_="x" * 500))
+    assert len(long) < 250 and long.endswith("...")
+    write = waiting_reason(question(kind="write", text_="AGENTS.md: instructions\nmore"))
+    assert write.endswith("control file: AGENTS.md: instructions")
+    tool = ApprovalRequest(kind="tool", text="{}", choices=("y", "n"), target="demo__add")
+    assert waiting_reason(tool) == "asks its user to approve a call of the MCP tool demo__add"
+    send = ApprovalRequest(kind="send", text="done", choices=("y", "n"), target="x")
+    assert waiting_reason(send) == "asks its user to approve sending its reply to you"
+    assert answered_detail(None, 300.0).startswith("nobody answered in 300 s")
+
+
+async def test_an_expired_command_question_is_a_no_the_model_reads_and_the_turn_goes_on(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    waits = Waits()
+    replies = [tools(call("run_command", command="make test")), text("I could not run the tests.")]
+    asker = ExpiringQuestions(Late(after=None), waits, 300.0)
+    rig = make_rig(tmp_path, replies, approver=cast(Any, asker))
+    start = trio.current_time()
+    outcome = await rig.agent.run_turn(TurnRequest("relay", "run the tests", SENDER))
+    assert trio.current_time() - start == pytest.approx(300.0)
+    assert outcome.status == "answered" and outcome.text == "I could not run the tests."
+    assert rig.toolbox.calls == []  # nothing ran
+    result = next(m for m in rig.session.history if m.role == "tool")
+    assert result.content.startswith(
+        "the local user did not answer in 300 seconds: the command did not run (nothing ran)"
+    )
+    lines = [e.text for e in rig.session.events if e.role == "system"]
+    assert lines == ["The question expired: nobody answered in 300 s, so the command did not run."]
+    (card,) = [e for e in rig.sink.events if isinstance(e, ToolUpdate) and e.state == "denied"]
+    assert card.result is not None and card.result.summary == (
+        "the question expired (no answer in 300 s)"
+    )
+    assert [state for state, _ in waits.told] == ["waiting", "started"]

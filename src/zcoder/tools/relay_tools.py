@@ -242,7 +242,8 @@ def message_status_tool(status: Callable[[str], str | None]) -> Tool:
         description=(
             "Read the latest state of a message you sent with send_agent_message, as its "
             "receiver reported it: accepted (queued, nothing more known yet), held, "
-            "started, completed or blocked (with its final answer and the files it "
+            "started, waiting (for the receiver's user; detail says what it is asked), "
+            "completed or blocked (with its final answer and the files it "
             "changed), failed, cancelled, dropped or denied. Report only what this says: "
             "never claim a task was done unless the state is completed."
         ),

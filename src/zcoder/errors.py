@@ -188,11 +188,13 @@ class CommandError(ZcoderError):
 
 class QuestionExpired(ZcoderError):
     """Nobody answered a relayed turn's question within ``seconds`` (``[relay]
-    question_timeout``): it counts as no, and the turn goes on."""
+    question_timeout``): it counts as no, and the turn goes on. ``asked`` is false for a
+    question not asked at all, because an earlier one of the same turn expired."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, *, asked: bool = True) -> None:
         super().__init__(f"nobody answered in {seconds:g} s")
         self.seconds = seconds
+        self.asked = asked
 
 
 class RelayError(ZcoderError):

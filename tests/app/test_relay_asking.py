@@ -19,6 +19,9 @@ from zcoder.approval.questions import Answer, ApprovalRequest
 from zcoder.conversation import Origin
 from zcoder.errors import QuestionExpired
 from zcoder.live import ToolUpdate
+from zcoder.relay.envelope import Enqueue
+from zcoder.relay.inbound import Effect, Inbound, Tell
+from zcoder.relay.spool.news import Claimed
 
 
 def question(
@@ -30,16 +33,30 @@ def question(
 
 
 class Waits:
-    """Records what the relay link would tell the sender."""
+    """The relay link's part: a real ``Inbound`` with one relayed message running; the
+    receipts it would send are ``told``."""
 
     def __init__(self) -> None:
         self.told: list[tuple[str, str]] = []
+        self.inbound = Inbound("accept")
+        sender = "42110-0badf00d"
+        envelope = Enqueue(
+            1, "enqueue", f"{sender}-1", "303-feedc0de", sender, 42110, "alpha", "/w", "task", 0
+        )
+        self.inbound.claimed(Claimed(1, envelope, True, Path("/spool/processing/1")))
+        self.inbound.reached()
+
+    def _tell(self, effects: list[Effect]) -> None:
+        self.told += [(e.state, e.detail) for e in effects if isinstance(e, Tell)]
 
     def question_asked(self, reason: str) -> None:
-        self.told.append(("waiting", reason))
+        self._tell(self.inbound.asking(reason))
 
-    def question_answered(self, detail: str) -> None:
-        self.told.append(("started", detail))
+    def question_answered(self, detail: str, *, expired: bool) -> None:
+        self._tell(self.inbound.answered(detail, expired=expired))
+
+    def unattended(self) -> bool:
+        return self.inbound.unattended
 
 
 class Late(FakeApprover):
@@ -155,3 +172,31 @@ async def test_an_expired_command_question_is_a_no_the_model_reads_and_the_turn_
         "the question expired (no answer in 300 s)"
     )
     assert [state for state, _ in waits.told] == ["waiting", "started"]
+
+
+async def test_after_an_expiry_the_tasks_later_questions_are_not_asked(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    waits, line = Waits(), Late(after=None)
+    replies = [
+        tools(call("run_command", command="make test")),
+        tools(call("run_command", command="make lint")),
+        text("Neither ran."),
+    ]
+    rig = make_rig(tmp_path, replies, approver=cast(Any, ExpiringQuestions(line, waits, 300.0)))
+    start = trio.current_time()
+    outcome = await rig.agent.run_turn(TurnRequest("relay", "test and lint", SENDER))
+    # One timeout in all, not one per question: the queue behind it waits 300 s.
+    assert trio.current_time() - start == pytest.approx(300.0)
+    assert outcome.text == "Neither ran." and rig.toolbox.calls == []
+    assert [q.text for q in line.asked] == ["make test"]  # the second was never asked
+    second = [m.content for m in rig.session.history if m.role == "tool"][1]
+    assert second.startswith(
+        "not asked: the local user did not answer an earlier question of this task in 300 "
+        "seconds, so the command did not run (nothing ran)"
+    )
+    assert [e.text for e in rig.session.events if e.role == "system"][1] == (
+        "Not asked: nobody answered this relayed task's earlier question in 300 s, so the "
+        "command did not run."
+    )
+    assert [state for state, _ in waits.told] == ["waiting", "started"]  # no second wait

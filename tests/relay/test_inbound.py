@@ -261,6 +261,26 @@ def test_a_question_tells_waiting_once_and_started_again_when_the_turn_goes_on()
     assert [e.state for e in inbound.finished("cancelled") if isinstance(e, Tell)] == ["cancelled"]
 
 
+def test_once_a_question_expired_the_turn_is_unattended_until_the_next_message() -> None:
+    inbound = make()
+    assert not inbound.unattended  # nothing runs
+    arrive(inbound, 1)
+    arrive(inbound, 2)
+    claim(inbound, 1)
+    inbound.asking("make test")
+    inbound.answered("its user approved")
+    assert not inbound.unattended  # answered: someone is there
+    inbound.asking("make lint")
+    assert inbound.answered("nobody answered in 2 s", expired=True) == [
+        Tell(envelope(1), "started", "nobody answered in 2 s")
+    ]
+    assert inbound.unattended
+    inbound.finished("completed")
+    assert not inbound.unattended
+    claim(inbound, 2)
+    assert not inbound.unattended  # the next task asks again
+
+
 def test_a_question_after_the_turn_ended_or_of_the_next_message_starts_afresh() -> None:
     inbound = make()
     assert inbound.asking("no relayed turn runs") == []  # a local turn's question

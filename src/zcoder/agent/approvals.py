@@ -17,7 +17,8 @@ the one command asked about: the question says so (``ApprovalRequest.a_grants``)
 relayed turn's question may expire (the app's approver raises ``QuestionExpired`` after
 ``[relay] question_timeout``): it counts as no, the model reads that the local user did not
 answer in that time and nothing ran, the transcript says the question expired, and the
-turn goes on. A local turn's question never expires.
+turn goes on; the turn's later questions are not asked (``asked`` false), and say so. A
+local turn's question never expires.
 """
 
 from __future__ import annotations
@@ -101,14 +102,25 @@ class Approvals:
             return await self._p.approver.ask(question)
         except QuestionExpired as exc:
             seconds = f"{exc.seconds:g}"
-            self._p.entry(
-                "system", f"The question expired: nobody answered in {seconds} s, so {undone}."
-            )
+            if exc.asked:
+                line = f"The question expired: nobody answered in {seconds} s, so {undone}."
+                told = f"the local user did not answer in {seconds} seconds: {undone}"
+                card = f"the question expired (no answer in {seconds} s)"
+            else:
+                line = (
+                    f"Not asked: nobody answered this relayed task's earlier question in "
+                    f"{seconds} s, so {undone}."
+                )
+                told = (
+                    f"not asked: the local user did not answer an earlier question of this "
+                    f"task in {seconds} seconds, so {undone}"
+                )
+                card = "not asked (an earlier question expired)"
+            self._p.entry("system", line)
             return refusal(
-                f"the local user did not answer in {seconds} seconds: {undone} (nothing ran). "
-                "Go on without it, or finish and say what is left to do.",
+                f"{told} (nothing ran). Go on without it, or finish and say what is left to do.",
                 "denied",
-                f"the question expired (no answer in {seconds} s)",
+                card,
             )
 
     async def check(self, call: CheckedCall) -> CallOutcome | None:

@@ -14,6 +14,10 @@ passes through unchanged and never expires):
    ``QuestionExpired`` tells the agent, which answers the call as a no;
 3. tell the sender ``started`` again, with how the question ended.
 
+Once a question of a relayed turn expired, nobody is there: the turn's later questions are
+not asked (``QuestionExpired`` with ``asked`` false, at once), so a relayed task holds the
+queue for one timeout, not one per question. The next relayed task asks again.
+
 A turn stopped while it asks (Escape, the app leaving) tells nothing here: its final
 receipt follows. What the sender is told is ``Inbound``'s to decide (``asking``,
 ``answered``); ``QuestionWaits`` is how this reaches it (the relay link performs it).
@@ -40,7 +44,8 @@ class QuestionWaits(Protocol):
     """What the relay link does when the running relayed turn asks and goes on."""
 
     def question_asked(self, reason: str) -> None: ...
-    def question_answered(self, detail: str) -> None: ...
+    def question_answered(self, detail: str, *, expired: bool) -> None: ...
+    def unattended(self) -> bool: ...
 
 
 def waiting_reason(request: ApprovalRequest) -> str:
@@ -75,11 +80,14 @@ class ExpiringQuestions:
     async def ask(self, request: ApprovalRequest) -> Answer:
         if request.origin != "relay":
             return await self.inner.ask(request)
+        if self.waits.unattended():
+            raise QuestionExpired(self.timeout, asked=False)
         self.waits.question_asked(waiting_reason(request))
         answer: Answer | None = None
         with trio.move_on_after(self.timeout or math.inf):
             answer = await self.inner.ask(request)
-        self.waits.question_answered(answered_detail(answer, self.timeout))
+        detail = answered_detail(answer, self.timeout)
+        self.waits.question_answered(detail, expired=answer is None)
         if answer is None:
             raise QuestionExpired(self.timeout)
         return answer

@@ -343,9 +343,13 @@ class RelayLink:
         ``waiting`` (``Inbound.asking``; ``asking.ExpiringQuestions`` calls this)."""
         self.perform(self.inbound.asking(reason))
 
-    def question_answered(self, detail: str) -> None:
+    def question_answered(self, detail: str, *, expired: bool) -> None:
         """The question was answered or expired: ``started`` again (``Inbound.answered``)."""
-        self.perform(self.inbound.answered(detail))
+        self.perform(self.inbound.answered(detail, expired=expired))
+
+    def unattended(self) -> bool:
+        """A question of the running relayed turn expired (``Inbound.unattended``)."""
+        return self.inbound.unattended
 
     def farewell(self) -> None:
         """On the way out: tell the sender of the running message ``cancelled`` and those

@@ -12,7 +12,8 @@ withdrew it, it was quarantined, another claimer took it). In between it is::
 
 While it runs, its turn may ask this instance's user a question (``asking``: its sender is
 told ``waiting``, with what the question is about) and go on once it is answered or expired
-(``answered``: ``started`` again), as often as it asks.
+(``answered``: ``started`` again), as often as it asks. Once one expired, the turn is
+``unattended``: its later questions are not asked.
 
 A message is *held* when the user must approve it (``policy.hold_reason`` decides, once,
 when it arrives): the others keep their FIFO order around it. Besides, the machine keeps
@@ -121,6 +122,7 @@ class Inbound:
         self._round_trips = RoundTrips()
         self._answered = False  # the running turn sent back to its sender (one round trip)
         self._asking = False  # the running turn waits for this instance's user (a question)
+        self._unattended = False  # a question of the running turn expired: nobody is there
         self._waiting: dict[str, _Entry] = {}  # waiting and held, in sequence order
         self._held = 0
         self._numbers: dict[str, int] = {}  # every id ever known, with its number
@@ -207,6 +209,7 @@ class Inbound:
         self._running = (entry, claimed)
         self._answered = False
         self._asking = False
+        self._unattended = False
 
     def reached(self) -> list[Effect]:
         """The running message's turn reached the model: it has started."""
@@ -221,14 +224,22 @@ class Inbound:
         self._asking = True
         return [Tell(self._running[0].envelope, "waiting", reason)]
 
-    def answered(self, detail: str) -> list[Effect]:
-        """The question was answered, or expired: the turn goes on, and its sender is told
-        ``started`` again, with ``detail``. Nothing when no question was asked (a turn
-        stopped while it asked is told its final state instead)."""
+    def answered(self, detail: str, *, expired: bool = False) -> list[Effect]:
+        """The question was answered, or ``expired``: the turn goes on, and its sender is
+        told ``started`` again, with ``detail``. Nothing when no question was asked (a turn
+        stopped while it asked is told its final state instead). After an expiry the
+        running turn is *unattended* until it ends."""
         if self._running is None or not self._asking:
             return []
         self._asking = False
+        self._unattended = self._unattended or expired
         return [Tell(self._running[0].envelope, "started", detail)]
+
+    @property
+    def unattended(self) -> bool:
+        """A question of the running relayed turn expired: nobody answers here, so its
+        later questions are not asked (the queue waits for one timeout, not one each)."""
+        return self._running is not None and self._unattended
 
     def finished(self, state: str, detail: str = "", changed: str = "") -> list[Effect]:
         """The running message's turn ended after it reached the model (whatever the

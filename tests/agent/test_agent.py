@@ -197,8 +197,8 @@ async def test_after_escape_the_server_sees_a_user_note_not_the_marker(
     open_stack: OpenStack, fake: FakeOllama, workspace: Path
 ) -> None:
     # The model must not find the stop as its own words (a small model then answers every
-    # later task with the marker): it reads as a note on the user's side, in the user
-    # message it follows, and the partial reply is nowhere.
+    # later task with the marker): it reads as a note on the user's side, in the stopped
+    # prompt's message, and the partial reply is nowhere.
     fake.set_script(
         {
             "models": [MODEL],
@@ -216,7 +216,12 @@ async def test_after_escape_the_server_sees_a_user_note_not_the_marker(
     warm, last = fake.requests[-2:]
     assert warm["options"]["num_predict"] == 1
     assert warm["messages"][1:] == [{"role": "user", "content": f"q\n\n{STOP_NOTE}"}]
-    assert last["messages"][1:] == [{"role": "user", "content": f"q\n\n{STOP_NOTE}\n\nnow y"}]
+    # the stopped prompt stays where it was; the next prompt is a message of its own
+    assert last["messages"][1:] == [
+        {"role": "user", "content": f"q\n\n{STOP_NOTE}"},
+        {"role": "assistant", "content": ""},
+        {"role": "user", "content": "now y"},
+    ]
     # the session file keeps the marker where the stop happened
     assert stack.reopen().history == [
         Message(role="user", content="q"),
@@ -242,13 +247,18 @@ async def test_server_failures_leave_history_usable(
     stack = open_stack()
     outcome = await stack.agent.run_turn(TurnRequest("user", "q"))
     assert outcome.status == "error" and needle in outcome.error
-    assert stack.session.history == [Message(role="user", content="q")]
+    # A prompt the model never saw (an error status before any reply) left the history;
+    # one it saw stays, unanswered.
+    reached = "status" not in response
+    assert stack.session.history == ([Message(role="user", content="q")] if reached else [])
     # the next turn works on the same, consistent history
     outcome = await stack.agent.run_turn(TurnRequest("user", "again"))
     assert outcome == TurnOutcome("answered", text="ok")
-    # the unanswered prompt and the new one go as one user message (strict chat templates
-    # refuse two in a row)
-    assert [m["content"] for m in fake.requests[-1]["messages"][1:]] == ["q\n\nagain"]
+    # the unanswered prompt and the new one are two user messages, never one, with the
+    # empty reply between them (strict chat templates refuse two in a row)
+    sent = [(m["role"], m["content"]) for m in fake.requests[-1]["messages"][1:]]
+    unanswered = [("user", "q"), ("assistant", "")] if reached else []
+    assert sent == [*unanswered, ("user", "again")]
 
 
 async def test_missing_model(open_stack: OpenStack, fake: FakeOllama, workspace: Path) -> None:
@@ -367,9 +377,11 @@ async def test_an_unreachable_server_is_not_reaching_the_model(workspace: Path) 
             await stack.client.aclose()
     assert (relayed.status, relayed.reached_model) == ("error", False)
     assert "not reachable" in relayed.error
-    # A local prompt is kept as before: the user typed it and sees it in the history.
+    # A local prompt the model never saw leaves the history too: only the user sends it
+    # again (the app hands it back to the input); the transcript keeps what the user saw.
     assert (local.status, local.reached_model) == ("error", False)
-    assert stack.session.history == [Message(role="user", content="q")]
+    assert stack.session.history == []
+    assert [e.role for e in stack.session.events][-2:] == ["user", "error"]
 
 
 async def test_a_relayed_turn_that_reached_the_model_counts_as_executed(

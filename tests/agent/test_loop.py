@@ -485,12 +485,13 @@ async def test_model_errors_are_one_line_entries(
 ) -> None:
     before_stream: Reply = error
     mid_stream: Reply = [ChatChunk(content="half an ans"), error]
-    for reply in (before_stream, mid_stream):
+    for reply, seen in ((before_stream, False), (mid_stream, True)):
         rig = make_rig(tmp_path, [reply])
         outcome = await rig.agent.run_turn(user("q"))
         assert outcome.status == "error" and outcome.error.startswith(message)
         assert "\n" not in outcome.error
-        assert rig.session.history == [Message(role="user", content="q")]
+        # a prompt the model never saw leaves the history (the app hands it back)
+        assert rig.session.history == ([Message(role="user", content="q")] if seen else [])
         assert rig.session.events[-1].role == "error"
         assert rig.sink.of(StateChange)[-1].state == "error"
         assert len(rig.store.saved) == 2
@@ -574,12 +575,15 @@ async def test_cancel_mid_round_answers_every_call(tmp_path: Path) -> None:
     assert_history_valid(rig.session.history)
     states = {u.call_key: u.state for u in rig.sink.of(ToolUpdate)}
     assert list(states.values()) == ["completed", "interrupted", "interrupted"]
-    # the next request sends the stop as a note leading the next prompt, after the results
+    # the next request sends the stop as a note ending the last result, then the next
+    # prompt as a message of its own after an empty reply
     rig.client.replies = [text("ok")]
     assert (await rig.agent.run_turn(user("go on"))).status == "answered"
     sent = rig.client.requests[-1].messages
-    assert [m.role for m in sent] == ["system", "user", "assistant", "tool", "tool", "tool", "user"]
-    assert sent[-1] == Message(role="user", content=f"{STOP_NOTE}\n\ngo on")
+    roles = ["system", "user", "assistant", "tool", "tool", "tool", "assistant", "user"]
+    assert [m.role for m in sent] == roles
+    assert sent[-3].content == f"not executed because the user cancelled\n\n{STOP_NOTE}"
+    assert sent[-2:] == [Message(role="assistant", content=""), Message("user", "go on")]
     assert rig.session.history[5] == Message(role="assistant", content=STOP_MARKER)
 
 

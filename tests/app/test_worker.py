@@ -31,6 +31,7 @@ from tests.app.test_relay_receipts import receipts, reported
 from zcoder.agent.model import ChatRequest, ModelInfo
 from zcoder.app.main import AppCore, build_app
 from zcoder.approval.questions import Answer, ApprovalRequest, Approver
+from zcoder.commands import ParsedCommand, interpret
 from zcoder.config import RelaySettings
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import ModelError
@@ -38,6 +39,7 @@ from zcoder.live import Entry
 from zcoder.ui.agents_text import RUNS_AGAIN
 from zcoder.ui.events import (
     CancelTurn,
+    Command,
     Notice,
     Prompt,
     Queued,
@@ -302,6 +304,53 @@ async def test_escape_on_a_local_turn_gives_the_queued_prompts_back(short_tmp: P
         await trio.testing.wait_all_tasks_blocked()
         assert len(b.client.requests) == 1 and b.began() == [""]  # they did not run
         assert b.of(RelayStopped) == []
+        nursery.cancel_scope.cancel()
+
+
+async def test_escape_gives_prompts_back_and_names_a_queued_command_not_run(
+    short_tmp: Path,
+) -> None:
+    # A queued /compact never comes back beside the prompts: sent with them, it would
+    # reach the model as text.
+    async with trio.open_nursery() as nursery:
+        b = await receiver(nursery, short_tmp, [[HANG], text("answer")])
+        await b.tell(Prompt("first"))
+        await b.next(TurnBegan)
+        compact = interpret("/compact")
+        assert isinstance(compact, ParsedCommand)
+        await b.tell(Prompt("second"), Command(compact, "/compact"), Prompt("third"))
+        await b.next(Queued, lambda q: len(q.texts) == 3)
+        await trio.testing.wait_all_tasks_blocked()
+        await b.tell(CancelTurn())
+        assert await b.next(Returned) == Returned(("second", "third"))
+        await b.next(TurnEnded)
+        assert (await b.next(Notice)).text == "Your queued prompts are back in the input."
+        assert (await b.next(Notice)).text == "Not run: /compact; type it again to run it."
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(b.client.requests) == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_prompt_that_never_reached_the_model_comes_back_and_is_not_resent(
+    short_tmp: Path,
+) -> None:
+    async with trio.open_nursery() as nursery:
+        b = await receiver(nursery, short_tmp, [ModelError(UNREACHABLE), text("answer")])
+        await b.tell(Prompt("lost one"), Prompt("queued one"))
+        assert await b.next(Returned) == Returned(("lost one", "queued one"))
+        await b.next(TurnEnded)
+        notice = await b.next(Notice)
+        assert notice.text == (
+            "Your prompt and the queued ones are back in the input (the model did not get it)."
+        )
+        await trio.testing.wait_all_tasks_blocked()
+        assert b.began() == [""] and len(b.client.requests) == 1  # the queued one never ran
+        assert b.core.backend.agent.session.history == []
+        # the user sends something else: the request holds that prompt alone
+        await b.tell(Prompt("a new one"))
+        await b.turns(1)
+        (_, request) = b.client.requests
+        assert [(m.role, m.content) for m in request.messages[1:]] == [("user", "a new one")]
         nursery.cancel_scope.cancel()
 
 

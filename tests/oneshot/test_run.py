@@ -98,7 +98,10 @@ def test_multi_step_turn_then_resume(workspace: Path) -> None:
         assert [m["role"] for m in messages[:2]] == ["system", "user"]
         assert messages[1]["content"] == "set x to 2"
         assert (messages[-1]["role"], messages[-1]["content"]) == ("user", "and now?")
-        assert len(messages) == 1 + 9 + 1  # system, first turn, new prompt
+        # system, first turn (ended by finish's result), an empty reply, new prompt: strict
+        # chat templates refuse a user message after a user-side one
+        assert messages[-2] == {"role": "assistant", "content": ""}
+        assert len(messages) == 1 + 9 + 1 + 1
 
 
 def test_streamed_answer_and_thinking(workspace: Path) -> None:

@@ -2,9 +2,10 @@
 
 A history holding the stop marker as the model's own replies made it answer later tasks,
 relayed ones too, with exactly that text (greedy decoding, three stops: about half of the
-tasks here). The requests carry a stop as a user-side note instead; the model must repeat
-neither the marker nor the note. Both chat templates: SmolLM2's own and the ChatML one that
-renders tools.
+tasks here). The requests carry a stop as a user-side note in the stopped prompt's own
+message, then an empty assistant message, then the next prompt as a message of its own; the
+model must repeat neither the marker nor the note, nor copy the empty reply. Both chat
+templates: SmolLM2's own and the ChatML one that renders tools.
 """
 
 from __future__ import annotations
@@ -66,7 +67,10 @@ async def _run(server: LlamaServer, workspace: Path) -> None:
         for task in TASKS:
             outcome = await agent.run_turn(task)
             answers.append(outcome.text or outcome.error)
+    print(f"\nanswers after {len(STOPPED)} stops: {answers}")
     assert not [a for a in answers if any(p in a.lower() for p in PARROTED)], answers
+    # the empty assistant message between a stopped prompt and the next is not copied
+    assert all(a.strip() and "empty replies" not in a for a in answers), answers
     # the history still records each stop where it happened
     assert [m.content for m in session.history].count(STOP_MARKER) == len(STOPPED)
 

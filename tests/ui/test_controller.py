@@ -473,11 +473,14 @@ def test_a_doubled_slash_command_name_comes_back_doubled_and_never_runs() -> Non
         h.keys("one\r")
         await h.until(lambda: h.terminal.turn_running)
         h.keys("//new\r")
-        h.keys("/model other:2\r")  # a real command, queued: it comes back as typed
+        # A real command, queued: it is named as not run, never put beside the prompt
+        # (sent with it, it would reach the model as text).
+        h.keys("/model other:2\r")
         await h.until(lambda: h.queue == ["/new", "/model other:2"])
         h.keys("\x1b")
         await h.until(lambda: not h.controller.turn_active and h.terminal.buffer.text)
-        assert h.terminal.buffer.text == "//new\n/model other:2"
+        assert h.terminal.buffer.text == "//new"
+        await h.until(lambda: "Not run: /model other:2; type it again to run it." in h.output)
         assert h.backend.new_sessions == 0
 
     run(body, FakeBackend(), warmup=False)

@@ -173,11 +173,12 @@ class Agent:
         """Run one turn to its end. Model failures become an ``error`` outcome; a cancel
         from an outer scope propagates once the history is consistent and saved.
 
-        A relayed turn whose every model request failed before a response head (its
-        outcome's ``reached_model`` is false) leaves no message in the history: it was not
-        executed, and its retry must be the only copy the model sees. Its transcript
-        entries stay: the user saw them. ``on_reach`` is called once, when the first model
-        request of the turn gets its response head (never for a turn that did not reach)."""
+        A turn whose every model request failed before a response head (its outcome's
+        ``reached_model`` is false) leaves no message in the history: the model never saw
+        it, and only the user sends it again (a relayed task's retry must be the only copy
+        the model sees). Its transcript entries stay: the user saw them. ``on_reach`` is
+        called once, when the first model request of the turn gets its response head
+        (never for a turn that did not reach)."""
         if self._scope is not None:
             return TurnOutcome("error", error="a turn is already running")
         reach = _Reach(self._client, on_reach)
@@ -206,9 +207,7 @@ class Agent:
             # A task refused at its first step (larger than the window) never ran: the
             # model must not find it in the history either.
             refused_alone = turn.refused and bool(session.history) and session.history[-1] is task
-            unreached = (
-                request.origin == "relay" and outcome.status == "error" and not reach.reached
-            )
+            unreached = outcome.status == "error" and not reach.reached
             if unreached or refused_alone:
                 start = next(
                     (i for i, m in enumerate(session.history) if m is task), len(session.history)

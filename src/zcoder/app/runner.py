@@ -18,7 +18,7 @@ from zcoder.agent.turns import TurnOutcome
 from zcoder.app.relay.link import RelayLink
 from zcoder.app.relay.receipts import ChangeRecorder, final_state
 from zcoder.app.server import ModelServer
-from zcoder.app.worker import RelayTurn
+from zcoder.app.worker import NOT_SENT, RelayTurn
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import ModelError
 from zcoder.live import Entry, TurnSink
@@ -63,6 +63,7 @@ class TurnRunner:
             self._model_answers(True)
         elif outcome.status == "error":
             self._model_answers(False)
+            return NOT_SENT  # the agent took it out of the history: the user has it back
         return outcome.status
 
     def cancel_turn(self) -> bool:

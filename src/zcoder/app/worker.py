@@ -6,11 +6,14 @@ runs one turn at a time and cancels it, and decides what Escape does to the rela
 sends it intents over a memory channel and renders the events it sends back; the relay
 reaches it only through ``wait_relay_change`` (the listener sets a flag, nothing more).
 
-Escape stops the turn and hands the queued local items back to the input; on a relayed
-turn it also *stops* relayed work: the relay still accepts and acknowledges new messages,
-but none is claimed until ``/agents resume``. Refusing new messages is ``/agents pause``.
-What may be claimed is the relay's ``Inbound`` machine's to say (``relay_runnable``); the
-worker keeps no relay state.
+Escape stops the turn and hands the queued prompts back to the input (a queued command is
+named as not run, never put beside them: sent with a prompt it would reach the model as
+text); a local prompt that could not reach the model comes back to the input the same way,
+with the prompts queued behind it, so that nothing is sent again unless the user sends it.
+On a relayed turn Escape also *stops* relayed work: the relay still accepts and
+acknowledges new messages, but none is claimed until ``/agents resume``. Refusing new
+messages is ``/agents pause``. What may be claimed is the relay's ``Inbound`` machine's to
+say (``relay_runnable``); the worker keeps no relay state.
 
 A relayed message whose turn could not reach the model waits first in the queue; the
 worker then checks the server again with a growing pause (``model_retry``: first and
@@ -51,11 +54,14 @@ from zcoder.ui.events import (
     WorkerEvent,
 )
 
-__all__ = ["MODEL_RETRY", "RelayTurn", "TurnWorker", "WorkBackend"]
+__all__ = ["MODEL_RETRY", "NOT_SENT", "RelayTurn", "TurnWorker", "WorkBackend"]
 
 _log = logging.getLogger(__name__)
 _CHECK_SECONDS = 5.0
 MODEL_RETRY = (2.0, 60.0)
+# What ``run_turn`` says of a local prompt whose every model request failed before a reply
+# began: the model never saw it (the agent took it out of the history).
+NOT_SENT = "not_sent"
 
 
 @attrs.frozen
@@ -162,6 +168,9 @@ class TurnWorker:
     async def _user_turn(self, text: str) -> bool:
         outcome = await self._backend.run_turn(text)
         _log.debug("turn ended: %s", outcome)
+        if outcome == NOT_SENT:
+            what = "Your prompt is" if not self._queue else "Your prompt and the queued ones are"
+            self._hand_back((text,), f"{what} back in the input (the model did not get it).")
         return True
 
     async def _command_turn(self, item: Command) -> bool:
@@ -214,11 +223,7 @@ class TurnWorker:
             return
         _log.debug("turn cancel requested")
         if self._queue:
-            texts = tuple(_as_typed(item) for item in self._queue)
-            self._queue.clear()
-            self._send(Queued(()))
-            self._send(Returned(texts))
-            self._after_turn.append("Your queued prompts are back in the input.")
+            self._hand_back((), "Your queued prompts are back in the input.")
         if self._turn == "relay":
             # Like queued prompts, relayed messages must not start right after the user
             # stopped one; unlike /agents pause, senders are still answered ``accepted``.
@@ -226,6 +231,23 @@ class TurnWorker:
             if notice:
                 self._send(RelayStopped(True))
                 self._after_turn.append(notice)
+
+    def _hand_back(self, first: tuple[str, ...], notice: str) -> None:
+        """Empty the queue: ``first`` and the queued prompts go back to the input, the
+        queued commands are named as not run (after the turn: ``notice``, or the line on
+        the commands alone when no prompt came back)."""
+        prompts = tuple(_as_typed(i) for i in self._queue if isinstance(i, Prompt))
+        commands = [i.text for i in self._queue if isinstance(i, Command)]
+        self._queue.clear()
+        self._send(Queued(()))
+        if first or prompts:
+            self._send(Returned((*first, *prompts)))
+            self._after_turn.append(notice)
+        if commands:
+            them = "it" if len(commands) == 1 else "them"
+            self._after_turn.append(
+                f"Not run: {', '.join(commands)}; type {them} again to run {them}."
+            )
 
     def _relay_control(self, action: str) -> None:
         try:

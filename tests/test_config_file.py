@@ -247,7 +247,8 @@ def test_zcoder_config_prints_each_setting_and_its_source(
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "config file: ~/.zcoder/config.toml"
     rows = {line.split()[0]: line.split(None, 1)[1] for line in lines[1:]}
-    assert set(rows) == {"home", *FILE_KEYS}
+    # and whether the command sandbox works on this machine (tests/sandbox/test_settle.py)
+    assert set(rows) == {"home", "sandbox", *FILE_KEYS}
     file = "file ~/.zcoder/config.toml"
     assert rows["model"].split() == ["flag-model", "flag", "--model"]
     assert rows["compact_at"].split() == ["60", "env", "ZCODER_COMPACT_AT"]

@@ -31,6 +31,7 @@ FLOORS: dict[str, int] = {
     "zcoder.shell": 2,
     "zcoder.approval.policy": 2,
     "zcoder.relay": 2,
+    "zcoder.sandbox": 2,
     "zcoder.commands": 3,
     "zcoder.tools": 3,
     "zcoder.mcp": 3,

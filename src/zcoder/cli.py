@@ -42,8 +42,9 @@ model server:
 environment:
   ZCODER_MODEL, ZCODER_HOST, OLLAMA_HOST, ZCODER_API (ollama|openai), ZCODER_API_KEY
   (sent as a bearer token to an OpenAI-compatible server), ZCODER_WORKSPACE, ZCODER_PROFILE,
-  ZCODER_COMMAND_POLICY (ask|allow|deny), ZCODER_HOME, ZCODER_WARMUP (on|off),
-  ZCODER_RELAY (on|off|paused), ZCODER_RELAY_DIR, ZCODER_RELAY_MAX_BYTES,
+  ZCODER_COMMAND_POLICY (ask|allow|deny|sandbox), ZCODER_SANDBOX_NETWORK (on|off),
+  ZCODER_HOME, ZCODER_WARMUP (on|off), ZCODER_RELAY (on|off|paused),
+  ZCODER_RELAY_COMMANDS (ask|sandbox|deny), ZCODER_RELAY_DIR, ZCODER_RELAY_MAX_BYTES,
   ZCODER_RELAY_MAX_MESSAGE_CHARS, ZCODER_RELAY_MAX_QUEUE, ZCODER_RELAY_IO_TIMEOUT,
   ZCODER_TEMPERATURE, ZCODER_MAX_OUTPUT_TOKENS, ZCODER_FIRST_TOKEN_TIMEOUT (s, default 300),
   ZCODER_STALL_TIMEOUT (s, default 60), ZCODER_TEXT_TOOL_CALLS (on|off),
@@ -99,6 +100,17 @@ def build_parser() -> argparse.ArgumentParser:
     a("--profile", help="coding or sysadmin (ZCODER_PROFILE, default coding)")
     a("--yes", action="store_true", help="run commands without asking (refused with sysadmin)")
     a("--deny-commands", action="store_true", help="refuse every command the model asks for")
+    a(
+        "--sandbox",
+        action="store_true",
+        help="run every command unasked in a sandbox (bubblewrap): workspace writable, the "
+        "rest read-only, no network (ZCODER_COMMAND_POLICY=sandbox)",
+    )
+    a(
+        "--sandbox-network",
+        action="store_true",
+        help="let sandboxed commands use the network (ZCODER_SANDBOX_NETWORK)",
+    )
     a(
         "-p",
         "--prompt",
@@ -195,6 +207,8 @@ def _raw_options(ns: argparse.Namespace) -> RawOptions:
         agent_name=ns.agent_name,
         output_format=ns.output_format,
         gguf=ns.gguf,
+        sandbox=ns.sandbox,
+        sandbox_network=ns.sandbox_network,
     )
 
 
@@ -241,11 +255,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         import attrs
 
         opts = attrs.evolve(opts, prompt=prompt)
-    from zcoder.config_file import load_settings
+    from zcoder.config_file import load_layers
     from zcoder.errors import ConfigError
+    from zcoder.sandbox.settle import settle_sandbox
 
     try:
-        config = load_settings(opts, os.environ)
+        config = settle_sandbox(*load_layers(opts, os.environ))
     except ConfigError as exc:
         sys.stderr.write(f"zcoder: {exc}\n")
         return 2

@@ -47,8 +47,10 @@ from zcoder.relay.limits import (
 from zcoder.relay.names import agent_name_problem
 from zcoder.relay.settings import (
     INBOUND_MODES,
+    RELAY_COMMANDS,
     RELAY_MODES,
     InboundMode,
+    RelayCommands,
     RelayMode,
     RelaySettings,
 )
@@ -77,10 +79,10 @@ __all__ = [
 ]
 
 Profile = Literal["coding", "sysadmin"]
-CommandPolicy = Literal["ask", "allow", "deny"]
+CommandPolicy = Literal["ask", "allow", "deny", "sandbox"]
 
 PROFILES: tuple[Profile, ...] = ("coding", "sysadmin")
-POLICIES: tuple[CommandPolicy, ...] = ("ask", "allow", "deny")
+POLICIES: tuple[CommandPolicy, ...] = ("ask", "allow", "deny", "sandbox")
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
 DEFAULT_FIRST_TOKEN_TIMEOUT = 300.0
 DEFAULT_STALL_TIMEOUT = 60.0
@@ -120,6 +122,8 @@ class RawOptions:
     agent_name: str | None = None
     output_format: str | None = None
     gguf: str | None = None
+    sandbox: bool = False
+    sandbox_network: bool = False
 
 
 @attrs.frozen
@@ -195,6 +199,11 @@ class Config:
     gguf: Path | None = None
     # A checkpoint before each turn's first change (docs/checkpoints.rst).
     checkpoints: CheckpointSettings = attrs.field(factory=CheckpointSettings)
+    # Sandboxed commands may use the network (--sandbox-network, ZCODER_SANDBOX_NETWORK).
+    sandbox_network: bool = False
+    # Said once at start-up: the config file asked for the sandbox, which cannot work
+    # here, so commands ask instead (``zcoder.sandbox.settle``); "" otherwise.
+    sandbox_note: str = ""
 
     def resume_command(self, session_id: str) -> str:
         """How to reopen ``session_id``: with ``--gguf FILE`` when zcoder started the model
@@ -258,6 +267,10 @@ def _workspace(name: str, value: str) -> Path:
 def relay_settings_from_env(env: Mapping[str, str]) -> RelaySettings:
     """Read the ``ZCODER_RELAY*`` settings; raise ``ConfigError`` for the first bad one."""
     mode = cast(RelayMode, _choice("ZCODER_RELAY", env.get("ZCODER_RELAY", "on"), RELAY_MODES))
+    commands = cast(
+        RelayCommands,
+        _choice("ZCODER_RELAY_COMMANDS", env.get("ZCODER_RELAY_COMMANDS", "ask"), RELAY_COMMANDS),
+    )
     raw_dir = env.get("ZCODER_RELAY_DIR")
     if raw_dir is not None and not os.path.isabs(raw_dir):
         raise ConfigError("ZCODER_RELAY_DIR", f"{raw_dir!r} is not an absolute path")
@@ -288,6 +301,7 @@ def relay_settings_from_env(env: Mapping[str, str]) -> RelaySettings:
         io_timeout=timeout,
         max_hops=_limit(env, "ZCODER_RELAY_MAX_HOPS", DEFAULT_MAX_HOPS, MAX_HOPS_RANGE),
         question_timeout=_question_timeout(env),
+        commands=commands,
     )
 
 
@@ -318,18 +332,31 @@ def _setting(flag_value: str | None, flag: str, env: Mapping[str, str], var: str
     return None, flag
 
 
+_POLICY_FLAGS: tuple[tuple[str, str, CommandPolicy], ...] = (
+    ("yes", "--yes", "allow"),
+    ("deny_commands", "--deny-commands", "deny"),
+    ("sandbox", "--sandbox", "sandbox"),
+)
+
+
 def _command_policy(opts: RawOptions, env: Mapping[str, str], profile: Profile) -> CommandPolicy:
-    if opts.yes and opts.deny_commands:
-        raise ConfigError("--yes", "cannot be combined with --deny-commands")
-    if opts.yes or opts.deny_commands:
-        policy: CommandPolicy = "allow" if opts.yes else "deny"
+    given = [(flag, policy) for field, flag, policy in _POLICY_FLAGS if getattr(opts, field)]
+    if len(given) > 1:
+        raise ConfigError(given[0][0], f"cannot be combined with {given[1][0]}")
+    if given:
+        policy: CommandPolicy = given[0][1]
     else:  # a flag overrides the variable, so the variable only matters without one
         raw = env.get("ZCODER_COMMAND_POLICY", "ask")
         policy = cast(CommandPolicy, _choice("ZCODER_COMMAND_POLICY", raw, POLICIES))
-    if profile == "sysadmin" and policy == "allow":
-        which = "--yes" if opts.yes else "ZCODER_COMMAND_POLICY=allow"
+    if profile == "sysadmin" and policy in ("allow", "sandbox"):
+        which = given[0][0] if given else f"ZCODER_COMMAND_POLICY={policy}"
         raise ConfigError(which, "is refused with the sysadmin profile: every command asks")
     return policy
+
+
+def _sandbox_network(opts: RawOptions, env: Mapping[str, str]) -> bool:
+    raw = env.get("ZCODER_SANDBOX_NETWORK") or "off"
+    return opts.sandbox_network or _choice("ZCODER_SANDBOX_NETWORK", raw, ("on", "off")) == "on"
 
 
 def _model(given: _Given) -> str:
@@ -572,4 +599,5 @@ def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
         output_format=_output_format(opts),
         gguf=gguf,
         checkpoints=checkpoint_settings(env),
+        sandbox_network=_sandbox_network(opts, env),
     )

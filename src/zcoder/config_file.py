@@ -74,6 +74,8 @@ FILE_KEYS: dict[str, tuple[str, Kind]] = {
     "checkpoints.max_bytes": ("ZCODER_CHECKPOINT_MAX_BYTES", "integer"),
     "checkpoints.keep_turns": ("ZCODER_CHECKPOINT_KEEP_TURNS", "integer"),
     "checkpoints.keep_days": ("ZCODER_CHECKPOINT_KEEP_DAYS", "integer"),
+    "relay.commands": ("ZCODER_RELAY_COMMANDS", "string"),
+    "sandbox_network": ("ZCODER_SANDBOX_NETWORK", "switch"),
 }
 # The settings grouped in a table of their own (``[relay]``: ``relay.max_queue``).
 _TABLES = ("relay", "checkpoints")

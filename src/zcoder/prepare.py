@@ -146,10 +146,11 @@ def _move_to_session(config: Config, sid: str) -> Config:
     ]
     if len(fits) == 1 and Path(fits[0][0]).is_dir():
         workspace, profile = fits[0]
-        if profile == "sysadmin" and config.command_policy == "allow":
+        if profile == "sysadmin" and config.command_policy in ("allow", "sandbox"):
+            flag = "--yes" if config.command_policy == "allow" else "--sandbox"
             raise SessionNotFound(
-                f"session {sid} belongs to the sysadmin profile, which refuses --yes "
-                "(and ZCODER_COMMAND_POLICY=allow): every command asks there"
+                f"session {sid} belongs to the sysadmin profile, which refuses {flag} "
+                f"(and ZCODER_COMMAND_POLICY={config.command_policy}): every command asks there"
             )
         note = f"session {sid} belongs to workspace {workspace} ({profile} profile): opened there"
         return attrs.evolve(

@@ -281,6 +281,16 @@ def test_status_bar_shows_state_elapsed_queue_and_relay() -> None:
     assert plain(render_status(status, 200)).startswith(" answering 15s ")
 
 
+def test_the_status_bar_says_when_commands_are_sandboxed() -> None:
+    status = Status(model="m:1", profile="coding", title="t", sandbox="commands sandboxed")
+    status.relay = "on"
+    assert plain(render_status(status, 80)).rstrip() == (
+        " ready  m:1 │ coding │ “t” │ commands sandboxed │ relay on"
+    )
+    # It stays when the terminal is narrow: the title and the profile give way first.
+    assert plain(render_status(status, 40)).rstrip() == " ready  commands sandboxed │ relay on"
+
+
 def test_a_narrow_status_bar_keeps_the_relay_and_shortens_the_model_first() -> None:
     status = Status(model="qwen3-coder:30b-a3b-instruct-q4_K_M", profile="coding", title="t")
     status.set_state("thinking")

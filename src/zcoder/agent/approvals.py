@@ -12,6 +12,10 @@ live): that error is the call's result.
 A relayed turn's writes to instruction and control files (``policy.control_file``) ask
 first, whatever the command policy, even under ``--yes``: kind ``write``, ``y``/``n``.
 
+A command that runs in the sandbox is not asked about (``confinement`` says how it is
+confined); one the model asks to run outside it (``outside_sandbox``) asks ``y``/``n`` and
+the question says so.
+
 A relayed turn's questions name its sender (``sender_label``), and in them ``a`` approves
 the one command asked about: the question says so (``ApprovalRequest.a_grants``). A
 relayed turn's question may expire (the app's approver raises ``QuestionExpired`` after
@@ -43,14 +47,31 @@ from zcoder.approval.questions import Answer, ApprovalRequest
 from zcoder.conversation import Origin
 from zcoder.errors import QuestionExpired, ToolError, WorkspaceError
 from zcoder.live import CommandsGranted, StateChange
+from zcoder.sandbox.confine import confinement_for
+from zcoder.sandbox.plan import Confinement
+from zcoder.sandbox.probe import check_sandbox
 from zcoder.tools.patch import parse_patch
 from zcoder.tools.registry import CheckedCall
+from zcoder.tools.shell import OUTSIDE_SANDBOX
 from zcoder.tools.workspace import existing_dir
 
 __all__ = ["SEND", "Approvals", "sender_label"]
 
 SEND = "send_agent_message"
 _WRITES = ("write_file", "replace_text", "apply_patch")
+_UNSANDBOXED_TEXT = "the sandbox cannot work here"
+
+
+def _outside_asked(call: CheckedCall) -> str:
+    """The model's reason to run this command outside the sandbox ("": none given)."""
+    return str(call.arguments.get(OUTSIDE_SANDBOX) or "").strip()
+
+
+def outside_denial(command: str) -> str:
+    return (
+        f"user denied running this command outside the sandbox: {command} (without "
+        f"{OUTSIDE_SANDBOX} it runs in the sandbox)"
+    )
 
 
 def _written(call: CheckedCall) -> list[str]:
@@ -212,8 +233,12 @@ class Approvals:
         if self._tool_refuses(command, cwd):
             return None  # the tool itself reports the bad call
         shown_cwd = _join(config.workspace, cwd)
-        verdict = self._verdict(command, Path(shown_cwd))
+        verdict = self._verdict(command, Path(shown_cwd), bool(_outside_asked(call)))
         if verdict.action == "run":
+            if verdict.sandboxed and not (found := check_sandbox()).works:
+                # Never unsandboxed by surprise (start-up refuses this; a late check too).
+                text = f"Error: the sandbox cannot work here: {found.line()}; nothing ran"
+                return refusal(text, "failed", "the sandbox cannot work here")
             return None
         if verdict.action == "blocked":
             # The card says why, as the model's result does ("mkfs.ext4 formats a filesystem").
@@ -222,6 +247,9 @@ class Approvals:
         if verdict.action == "deny":
             return refusal(verdict.reason or denial_text(command), "denied", "commands denied")
         _, a_grants = apply_answer("a", origin=self._origin, profile=config.profile)
+        outside = f"its reason: {_outside_asked(call)}" if verdict.outside else ""
+        if config.sandbox_note and not outside:
+            outside = _UNSANDBOXED_TEXT  # asked for, but it cannot work: say so
         question = ApprovalRequest(
             kind="command",
             text=command,
@@ -230,6 +258,7 @@ class Approvals:
             cwd=shown_cwd,
             sender=self._who,
             a_grants=a_grants,
+            outside_sandbox=outside,
         )
         self._p.sink.emit(StateChange("waiting_approval", "command"))
         answer = await self._ask(question, "the command did not run")
@@ -239,9 +268,26 @@ class Approvals:
         if grant_rest:
             self._p.conversation.grant_commands()
             self._p.sink.emit(CommandsGranted(True))
-        return None if run_this else refusal(denial_text(command), "denied", "denied by the user")
+        if run_this:
+            return None
+        if verdict.outside:
+            return refusal(outside_denial(command), "denied", "outside the sandbox: denied")
+        return refusal(denial_text(command), "denied", "denied by the user")
 
-    def _verdict(self, command: str, cwd: Path) -> CommandVerdict:
+    def confinement(self, call: CheckedCall) -> Confinement | None:
+        """How a permitted ``run_command`` call runs: in the sandbox (its confinement), or
+        None (as the user: no sandbox applies, or the user said yes to running it
+        outside). The decision is ``_command``'s, taken again: it is pure and the same."""
+        if call.name != "run_command":
+            return None
+        config = self._p.config
+        cwd = Path(_join(config.workspace, call.arguments["cwd"]))
+        verdict = self._verdict(call.arguments["command"], cwd, bool(_outside_asked(call)))
+        if verdict.action != "run" or not verdict.sandboxed:
+            return None
+        return confinement_for(config, check_sandbox().bwrap, os.environ)
+
+    def _verdict(self, command: str, cwd: Path, outside: bool = False) -> CommandVerdict:
         config = self._p.config
         return decide_command(
             command,
@@ -252,6 +298,8 @@ class Approvals:
             workspace=config.workspace,
             home=self._home,
             cwd=cwd,
+            relay_commands=config.relay.commands,
+            outside=outside,
         )
 
     async def _send(self, call: CheckedCall) -> CallOutcome | None:

@@ -19,6 +19,7 @@ from zcoder.agent.approvals import SEND, Approvals
 from zcoder.agent.parts import CallOutcome, TurnParts, refusal
 from zcoder.agent.servers import ServerKind
 from zcoder.agent.turns import RelaySender, TurnOutcome
+from zcoder.approval.policy import commands_sandboxed
 from zcoder.conversation import Message, Origin, ToolCall
 from zcoder.errors import (
     IncompleteStream,
@@ -34,6 +35,7 @@ from zcoder.live import StateChange, ToolState, ToolUpdate
 from zcoder.text.flat import one_line
 from zcoder.tools.base import ToolContext, ToolResult
 from zcoder.tools.registry import CheckedCall
+from zcoder.tools.shell import OUTSIDE_SANDBOX, sandbox_note
 
 __all__ = ["CANCELLED_TEXT", "INTERRUPTED_TEXT", "RoundRunner", "describe_model_error"]
 
@@ -100,6 +102,18 @@ def _restrict_send(spec: dict[str, Any], sender_id: str) -> dict[str, Any]:
     return spec
 
 
+def _sandbox_spec(spec: dict[str, Any], sandboxed: bool, network: bool) -> dict[str, Any]:
+    """``run_command`` as this turn offers it: in a sandboxed turn it says so and takes
+    ``outside_sandbox``; elsewhere that argument is not offered (it would mean nothing)."""
+    spec = copy.deepcopy(spec)
+    function = spec["function"]
+    if sandboxed:
+        function["description"] = function.get("description", "") + sandbox_note(network)
+    else:
+        function.get("parameters", {}).get("properties", {}).pop(OUTSIDE_SANDBOX, None)
+    return spec
+
+
 def _name(spec: Mapping[str, Any]) -> str:
     return str(spec.get("function", {}).get("name", ""))
 
@@ -119,6 +133,16 @@ class RoundRunner:
     def tool_specs(self) -> list[dict[str, Any]]:
         if self._specs is None:
             specs = [s.to_ollama() for s in self._p.toolbox.specs()]
+            config = self._p.config
+            sandboxed = commands_sandboxed(
+                config.command_policy, config.profile, self._origin, config.relay.commands
+            )
+            specs = [
+                _sandbox_spec(s, sandboxed, config.sandbox_network)
+                if _name(s) == "run_command"
+                else s
+                for s in specs
+            ]
             if self._sender is not None:
                 sid = self._sender.instance_id
                 specs = [_restrict_send(s, sid) if _name(s) == SEND else s for s in specs]
@@ -204,7 +228,11 @@ class RoundRunner:
         self._running = key
         self._update(key, call, "running")
         self._p.sink.emit(StateChange("running_tool", call.name))
-        context = ToolContext(workspace=self._p.config.workspace, hops=self._onward_hops())
+        context = ToolContext(
+            workspace=self._p.config.workspace,
+            hops=self._onward_hops(),
+            sandbox=self._approvals.confinement(checked),
+        )
         result = await self._p.toolbox.run(checked, context)
         return CallOutcome(result, "completed" if result.ok else "failed")
 

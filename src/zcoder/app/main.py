@@ -38,6 +38,7 @@ from zcoder.config import Config
 from zcoder.live import LiveEvent
 from zcoder.prepare import prepare_or_say
 from zcoder.runtime import open_runtime_dir
+from zcoder.sandbox.settle import status_label
 from zcoder.session.store import Session, SessionStore
 from zcoder.ui.backend import Unrun
 from zcoder.ui.events import ExitRequest, Intent, Show, UiEvent, WorkerEvent
@@ -287,7 +288,7 @@ def _make_screen(
     keys_send, keys = trio.open_memory_channel[UiEvent](math.inf)
     backend = core.backend
     terminal = Terminal(
-        status=Status(model=backend.model, profile=config.profile),
+        status=Status(model=backend.model, profile=config.profile, sandbox=status_label(config)),
         post=lambda event: token.run_sync_soon(keys_send.send_nowait, event),
         schedule=token.run_sync_soon,
         complete=lambda text: _completions(backend, text, token.run_sync_soon),
@@ -398,6 +399,8 @@ def _welcome(
         lines.append(config.resume_note)
     if config.relay_problem:
         lines.append(config.relay_problem)
+    if config.sandbox_note:  # the config file asked for the sandbox: commands ask instead
+        lines.append(config.sandbox_note)
     width = terminal.width()
     for line in lines:  # word-wrapped: a long workspace path must not split a word
         terminal.print_above(wrap_fragments(visible(line, "class:system"), width))

@@ -10,6 +10,11 @@ runs, a relayed turn asks with ``y``/``a``/``n`` where ``a`` approves that one c
 earlier ``a`` does not apply, and this one grants nothing), and a local turn runs when an
 earlier ``a`` granted the rest of the conversation, else asks ``y``/``a``/``n``.
 
+The sandbox (``--sandbox``, and ``[relay] commands = "sandbox"`` for relayed turns) runs a
+command confined and unasked (``CommandVerdict.sandboxed``); a command the model asks to run
+outside it always asks ``y``/``n`` (``outside``), and ``[relay] commands = "deny"`` denies
+a relayed turn's commands. ``--deny-commands`` and the sysadmin rules come first.
+
 ``control_file`` is the rule for a relayed turn's file writes: a write to an instruction or
 control file (any ``AGENTS.md``, anything under a ``.git`` directory, anything under zcoder's
 own home) asks the local user first, whatever the command policy (``--yes`` included): what
@@ -30,13 +35,16 @@ import attrs
 from zcoder.approval.questions import Answer
 from zcoder.config import CommandPolicy, Profile
 from zcoder.conversation import Origin
+from zcoder.relay.settings import RelayCommands
 from zcoder.shell.guard import guard_command
 
 __all__ = [
     "DENIED_BY_POLICY",
+    "RELAY_DENIED",
     "CommandVerdict",
     "apply_answer",
     "command_control_files",
+    "commands_sandboxed",
     "control_file",
     "decide_command",
     "decide_tool_call",
@@ -45,6 +53,10 @@ __all__ = [
 ]
 
 DENIED_BY_POLICY = "command execution is disabled (--deny-commands or ZCODER_COMMAND_POLICY=deny)"
+RELAY_DENIED = (
+    "command execution is disabled for relayed requests here "
+    '([relay] commands = "deny" or ZCODER_RELAY_COMMANDS=deny)'
+)
 _ASK_WITH_A: tuple[Answer, ...] = ("y", "a", "n")
 _ASK_ONCE: tuple[Answer, ...] = ("y", "n")
 
@@ -54,12 +66,16 @@ class CommandVerdict:
     """What to do with one ``run_command`` call.
 
     ``reason`` is the tool-result text for ``deny``/``blocked``, and for ``ask`` why it asks
-    despite ``--yes`` (when it does); ``choices`` are the answers to offer for ``ask``.
+    despite ``--yes`` (when it does); ``choices`` are the answers to offer for ``ask``;
+    ``sandboxed``: ``run`` means run in the sandbox; ``outside``: the question is about
+    running outside a sandbox that would otherwise apply.
     """
 
     action: Literal["run", "ask", "deny", "blocked"]
     reason: str = ""
     choices: tuple[Answer, ...] = ()
+    sandboxed: bool = False
+    outside: bool = False
 
 
 def decide_command(
@@ -72,17 +88,27 @@ def decide_command(
     workspace: Path,
     home: Path,
     cwd: Path | None = None,
+    relay_commands: RelayCommands = "ask",
+    outside: bool = False,
 ) -> CommandVerdict:
     """Decide one command. ``granted`` is an earlier ``a`` in this conversation; ``cwd`` is
-    where the command will run (default: the workspace), used by the sysadmin guard."""
+    where the command will run (default: the workspace), used by the sysadmin guard;
+    ``relay_commands`` is ``[relay] commands``; ``outside``: the model asked to run this
+    command outside the sandbox."""
     if policy == "deny":
         return CommandVerdict("deny", DENIED_BY_POLICY)
+    if origin == "relay" and relay_commands == "deny":
+        return CommandVerdict("deny", RELAY_DENIED)
     if profile == "sysadmin":
         reason = guard_command(command, workspace=workspace, home=home, cwd=cwd)
         if reason is not None:
             return CommandVerdict("blocked", reason)
         # "allow" cannot come from config with sysadmin; should it arrive anyway, still ask.
         return CommandVerdict("ask", choices=_ASK_ONCE)
+    if commands_sandboxed(policy, profile, origin, relay_commands):
+        if outside:  # never a grant: each command outside the sandbox is asked about
+            return CommandVerdict("ask", choices=_ASK_ONCE, outside=True)
+        return CommandVerdict("run", sandboxed=True)
     if policy == "allow":
         if origin == "relay" and (why := command_control_files(command, home=home)):
             # --yes still applies to a relayed turn (the spec), but not to its commands
@@ -95,6 +121,17 @@ def decide_command(
     if granted:
         return CommandVerdict("run")
     return CommandVerdict("ask", choices=_ASK_WITH_A)
+
+
+def commands_sandboxed(
+    policy: CommandPolicy, profile: Profile, origin: Origin, relay_commands: RelayCommands
+) -> bool:
+    """Whether a turn's commands run in the sandbox (unless one asks to run outside)."""
+    if policy == "deny" or profile == "sysadmin":
+        return False
+    if origin == "relay" and relay_commands != "ask":
+        return relay_commands == "sandbox"
+    return policy == "sandbox"
 
 
 def decide_tool_call(

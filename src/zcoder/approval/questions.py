@@ -43,6 +43,9 @@ class ApprovalRequest:
     sender: str = ""
     # True unless told otherwise: claiming a grant that is not given errs on the safe side.
     a_grants: bool = True
+    # A command to run outside the sandbox: why ("its reason: ...", "the sandbox cannot
+    # work here"); "" when no sandbox is in question.
+    outside_sandbox: str = ""
 
 
 def _shown(text: str) -> str:
@@ -70,6 +73,9 @@ def question_head(request: ApprovalRequest) -> str:
     if request.kind == "tool":
         return f"{who} wants to call the MCP tool {_shown(request.target)} with:"
     where = f" in {_shown(request.cwd)}" if request.cwd else ""
+    if request.outside_sandbox:
+        why = _shown(request.outside_sandbox)
+        return f"{who} wants to run this command OUTSIDE the sandbox{where} ({why}):"
     return f"{who} wants to run this command{where}:"
 
 

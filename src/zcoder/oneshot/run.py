@@ -96,6 +96,8 @@ def _quiet_broken_stdout() -> None:
 async def _main(config: Config, run: PreparedRun, output: Output) -> int:
     if config.resume_note:  # a resumed session opened in its own workspace, not here
         output.note(config.resume_note)
+    if config.sandbox_note:  # the config file asked for the sandbox: commands ask instead
+        output.note(config.sandbox_note)
     choice = await choose_server(config)
     if not choice.found:  # no session file is written before a model answered
         return output.failed(choice.line, 1)

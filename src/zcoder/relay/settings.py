@@ -21,12 +21,24 @@ from zcoder.relay.limits import (
     DEFAULT_QUESTION_TIMEOUT,
 )
 
-__all__ = ["INBOUND_MODES", "RELAY_MODES", "InboundMode", "RelayMode", "RelaySettings"]
+__all__ = [
+    "INBOUND_MODES",
+    "RELAY_COMMANDS",
+    "RELAY_MODES",
+    "InboundMode",
+    "RelayCommands",
+    "RelayMode",
+    "RelaySettings",
+]
 
 RelayMode = Literal["on", "off", "paused"]
 RELAY_MODES: tuple[RelayMode, ...] = ("on", "off", "paused")
 InboundMode = Literal["accept", "hold"]
 INBOUND_MODES: tuple[InboundMode, ...] = ("accept", "hold")
+# How a relayed turn's commands run: as the local policy says, asking (``ask``), in the
+# sandbox without a question (``sandbox``), or never (``deny``).
+RelayCommands = Literal["ask", "sandbox", "deny"]
+RELAY_COMMANDS: tuple[RelayCommands, ...] = ("ask", "sandbox", "deny")
 
 
 @attrs.frozen
@@ -45,3 +57,4 @@ class RelaySettings:
     max_hops: int = DEFAULT_MAX_HOPS
     # Seconds a relayed turn's question waits for the user, then counts as no (0: forever).
     question_timeout: float = DEFAULT_QUESTION_TIMEOUT
+    commands: RelayCommands = "ask"

@@ -4,6 +4,8 @@ The same flags, environment and file as a run, read the same way (``config_file`
 setting is one line ``key  value  source``, the key as the file spells it and the source one
 of ``flag --model``, ``env ZCODER_MODEL``, ``file PATH``, ``default``. The API key is never
 shown, only whether one is set. A bad setting is the run's own one line and exit status 2.
+The row ``sandbox`` says whether the command sandbox works on this machine (it is
+tried: ``zcoder.sandbox.probe``) and if not why and what to install.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from zcoder.config import Config, RawOptions
 from zcoder.config_file import Layers, load_layers
 from zcoder.defaults import DEFAULT_HOST
 from zcoder.errors import ConfigError
+from zcoder.sandbox.probe import check_sandbox
+from zcoder.sandbox.settle import settle_sandbox
 from zcoder.text.visible import escape_controls
 
 __all__ = ["run_config", "settings_table"]
@@ -72,9 +76,15 @@ _ROWS: tuple[_Row, ...] = (
     ("profile", (("profile", "--profile"),), ("ZCODER_PROFILE",), lambda c: c.profile),
     (
         "command_policy",
-        (("yes", "--yes"), ("deny_commands", "--deny-commands")),
+        (("yes", "--yes"), ("deny_commands", "--deny-commands"), ("sandbox", "--sandbox")),
         ("ZCODER_COMMAND_POLICY",),
         lambda c: c.command_policy,
+    ),
+    (
+        "sandbox_network",
+        (("sandbox_network", "--sandbox-network"),),
+        ("ZCODER_SANDBOX_NETWORK",),
+        lambda c: _on(c.sandbox_network),
     ),
     ("home", (), ("ZCODER_HOME",), lambda c: str(c.home)),
     ("warmup", (("no_warmup", "--no-warmup"),), ("ZCODER_WARMUP",), lambda c: _on(c.warmup)),
@@ -166,6 +176,7 @@ _ROWS: tuple[_Row, ...] = (
         ("ZCODER_CHECKPOINT_KEEP_DAYS",),
         lambda c: str(c.checkpoints.keep_days),
     ),
+    ("relay.commands", (), ("ZCODER_RELAY_COMMANDS",), lambda c: c.relay.commands),
 )
 
 
@@ -193,6 +204,9 @@ def _source(row: _Row, opts: RawOptions, env: Mapping[str, str], layers: Layers)
 def settings_table(opts: RawOptions, env: Mapping[str, str], layers: Layers, config: Config) -> str:
     """One line per setting: key, effective value, source (aligned columns)."""
     rows = [(row[0], row[3](config), _source(row, opts, env, layers)) for row in _ROWS]
+    # Beside the policy: whether the sandbox it may ask for works on this machine.
+    at = [r[0] for r in rows].index("sandbox_network") + 1
+    rows.insert(at, ("sandbox", _sandbox_here(), "checked now"))
     if config.relay_problem:  # the relay is off: its other values are not in use
         rows = [r for r in rows if not r[0].startswith("relay.")]
         rows.append(("relay.mode", "off", config.relay_problem))
@@ -200,12 +214,21 @@ def settings_table(opts: RawOptions, env: Mapping[str, str], layers: Layers, con
     shown = _shown_path(layers.path, env)
     head = f"config file: {shown}" + ("" if layers.found else " (none)")
     lines = [head] + [f"{k:<{width[0]}}  {v:<{width[1]}}  {s}".rstrip() for k, v, s in rows]
+    if config.sandbox_note:  # why command_policy or relay.commands is not what was asked
+        lines.append(config.sandbox_note)
     return "\n".join(escape_controls(line) for line in lines)
+
+
+def _sandbox_here() -> str:
+    """Whether the sandbox works on this machine, and if not why and what to do."""
+    found = check_sandbox()
+    return found.line() if found.works else f"cannot work here: {found.line()}"
 
 
 def run_config(opts: RawOptions, env: Mapping[str, str]) -> int:
     try:
         layers, config = load_layers(opts, env)
+        config = settle_sandbox(layers, config)
     except ConfigError as exc:
         sys.stderr.write(f"zcoder: {escape_controls(str(exc))}\n")
         return 2

@@ -9,6 +9,7 @@ from typing import Any, Literal
 import attrs
 
 from zcoder.conversation import ToolResult
+from zcoder.sandbox.plan import Confinement
 
 __all__ = ["DEFAULT_OUTPUT_CAP", "Asks", "Tool", "ToolContext", "ToolResult", "ToolSpec"]
 
@@ -42,11 +43,13 @@ class ToolSpec:
 class ToolContext:
     """Where a tool runs: the canonical workspace, the output cap in characters, and the
     hop count a message sent from this turn carries (0 in a turn of the local user, the
-    relayed message's own count + 1 in a relayed turn)."""
+    relayed message's own count + 1 in a relayed turn); ``sandbox``: a command of this
+    call runs confined so (None: as the user)."""
 
     workspace: Path
     output_cap: int = DEFAULT_OUTPUT_CAP
     hops: int = 0
+    sandbox: Confinement | None = None
 
 
 @attrs.frozen

@@ -4,7 +4,10 @@ stdin is empty (``/dev/null``) and there is no controlling terminal, so nothing 
 keyboard input. stdout and stderr are merged and capped while they are read. When the shell
 exits, its background children get a short moment to finish writing; then the whole process
 group is killed, as it is on timeout and on cancellation, so no process outlives the call.
-Approval is not decided here: the agent loop asks before it calls this tool.
+Approval is not decided here: the agent loop asks before it calls this tool, and says
+(``ToolContext.sandbox``) whether the command runs in the sandbox (``zcoder.sandbox``):
+then the shell is started by bwrap, which is the process group's leader, and killing the
+group kills bwrap, whose pid namespace takes every process of the command with it.
 """
 
 from __future__ import annotations
@@ -13,19 +16,38 @@ import os
 import shutil
 import signal
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import trio
 
 from zcoder.errors import ToolError
+from zcoder.sandbox.masks import masks_held
+from zcoder.sandbox.plan import Confinement, Protected, bwrap_argv
+from zcoder.sandbox.scan import remove_created, scan_workspace
 from zcoder.tools.base import Tool, ToolContext, ToolResult, ToolSpec
 from zcoder.tools.output import OutputCollector
 from zcoder.tools.process import kill_group, open_group_process
 from zcoder.tools.workspace import existing_dir
 
-__all__ = ["DRAIN_SECONDS", "RUN_COMMAND"]
+__all__ = ["DRAIN_SECONDS", "OUTSIDE_SANDBOX", "RUN_COMMAND", "sandbox_note"]
 
 DRAIN_SECONDS = 0.2
+# The optional argument that asks to run one command outside the sandbox, and what the
+# model is told of the sandbox in a turn whose commands run in it (``RoundRunner``).
+OUTSIDE_SANDBOX = "outside_sandbox"
+
+
+def sandbox_note(network: bool) -> str:
+    """What the model is told of the sandbox, after the tool's description."""
+    net = "the network is reachable" if network else "there is no network"
+    return (
+        " Commands run in a sandbox: the workspace is writable except .git/hooks, "
+        f".git/config and AGENTS.md files; the rest of the filesystem is read-only; /tmp "
+        f"is private; {net}."
+    )
+
+
 _HEADER_ROOM = 100  # the "Exit code" / timeout line sits above the capped output
 
 
@@ -70,6 +92,41 @@ def _exit_status(returncode: int) -> tuple[int, str]:
     return returncode, ""
 
 
+async def _run(
+    argv: list[str], cwd: Path, limit: float, sink: OutputCollector
+) -> tuple[trio.Process, bool]:
+    """The process, once it and its group are gone, and whether the time limit ended it."""
+    try:
+        process = await open_group_process(argv, cwd, env=_environment())
+    except OSError as exc:
+        raise ToolError(f"cannot start the shell: {exc.strerror}") from None
+    try:
+        with trio.move_on_after(limit) as scope:
+            await _pump(process, sink)
+    finally:
+        await kill_group(process)
+    return process, scope.cancelled_caught
+
+
+async def _sandboxed(
+    plan: Confinement, command: str, cwd: Path, limit: float, sink: OutputCollector
+) -> tuple[trio.Process, bool]:
+    if plan.workspace == Path("/"):
+        raise ToolError("the sandbox needs a workspace other than / (all of it is writable)")
+    # A big tree takes a moment to walk: not on the event loop.
+    protected: Protected = await trio.to_thread.run_sync(scan_workspace, plan.workspace)
+    argv = bwrap_argv(plan, protected, cwd, [_shell(), "-c", command])
+    try:
+        async with masks_held(plan.workspace, protected.masks):
+            return await _run(argv, cwd, limit, sink)
+    finally:
+        with trio.CancelScope(shield=True):
+            after = await trio.to_thread.run_sync(scan_workspace, plan.workspace)
+        if removed := remove_created(protected, after):
+            names = ", ".join(str(p.relative_to(plan.workspace)) for p in removed)
+            sink.feed_bytes(f"\n[zcoder removed what the sandbox forbids: {names}]\n".encode())
+
+
 async def _run_command(args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     command, raw_cwd, limit = args["command"], args["cwd"], args["timeout_seconds"]
     if "\0" in command:
@@ -78,17 +135,12 @@ async def _run_command(args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         raise ToolError("command is empty")
     cwd = existing_dir(ctx.workspace, raw_cwd)
     sink = OutputCollector(max(ctx.output_cap - _HEADER_ROOM, 0))
-    try:
-        process = await open_group_process([_shell(), "-c", command], cwd, env=_environment())
-    except OSError as exc:
-        raise ToolError(f"cannot start the shell: {exc.strerror}") from None
-    try:
-        with trio.move_on_after(limit) as scope:
-            await _pump(process, sink)
-    finally:
-        await kill_group(process)
+    if ctx.sandbox is not None:
+        process, timed_out = await _sandboxed(ctx.sandbox, command, cwd, limit, sink)
+    else:
+        process, timed_out = await _run([_shell(), "-c", command], cwd, limit, sink)
     output = sink.text() or "(no output)"
-    if scope.cancelled_caught:
+    if timed_out:
         return ToolResult(
             text=f"Error: command timed out after {limit} s\n{output}",
             ok=False,
@@ -129,6 +181,13 @@ RUN_COMMAND = Tool(
                     "maximum": 3600,
                     "default": 120,
                     "description": "Stop the command after this many seconds.",
+                },
+                OUTSIDE_SANDBOX: {
+                    "type": "string",
+                    "description": (
+                        "Only when the sandbox stops something this command must do: why it "
+                        "must run outside the sandbox. The user is asked first."
+                    ),
                 },
             },
             "required": ["command"],

@@ -52,6 +52,7 @@ class Status:
     queued_prompts: int = 0
     context: int | None = None  # how full the next request makes the window, in percent
     commands_granted: bool = False  # the user answered ``a``: commands run unasked
+    sandbox: str = ""  # "commands sandboxed", "relayed commands sandboxed", or ""
     clock: Callable[[], float] = time.monotonic
 
     def set_state(self, state: str, detail: str = "") -> None:
@@ -147,6 +148,8 @@ def _parts(status: Status, beside: bool = True) -> dict[str, _Part]:
         parts["title"] = _Part(one_line(status.title), least=_TITLE_MIN, quoted=True)
     if status.commands_granted:
         parts["grant"] = _Part(GRANT_TEXT, "class:status.granted")
+    if status.sandbox:
+        parts["sandbox"] = _Part(one_line(status.sandbox))
     if status.context is not None:
         parts["ctx"] = _Part(f"ctx {status.context}%")
     if status.queued_prompts:
@@ -167,8 +170,8 @@ def _parts(status: Status, beside: bool = True) -> dict[str, _Part]:
 def _fit(status: Status, room: int, beside: bool = True) -> list[_Part]:
     """The parts that fit in ``room`` columns. The model name gives way first, then the
     session title: shortened, then left out; then the context fill and the profile. The
-    turn (``relayed from``), the grant, the queue and the relay stay (a terminal too narrow
-    even for those cuts the line's end)."""
+    turn (``relayed from``), the grant, the sandbox, the queue and the relay stay (a
+    terminal too narrow even for those cuts the line's end)."""
     parts = _parts(status, beside)
 
     def over() -> int:
@@ -186,9 +189,9 @@ def _fit(status: Status, room: int, beside: bool = True) -> list[_Part]:
 
 
 def render_status(status: Status, width: int = 100) -> StyleAndTextTuples:
-    """`` state  model │ profile │ “title” │ all commands allowed │ ctx N% │ N queued │
-    relay on (M waiting)``, fitted to ``width``; during a relayed turn ``relayed from
-    <project>`` stands for the title."""
+    """`` state  model │ profile │ “title” │ all commands allowed │ commands sandboxed │
+    ctx N% │ N queued │ relay on (M waiting)``, fitted to ``width``; during a relayed turn
+    ``relayed from <project>`` stands for the title."""
     head = _state_fragments(status)
     state = "".join(t for _, t, *_ in head)
     room = max(width - _cells(state) - 2, 10)

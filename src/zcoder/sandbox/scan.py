@@ -1,0 +1,149 @@
+"""The workspace's instruction and control files, found before each sandboxed command.
+
+Read-only inside the sandbox (docs/safety.rst): every ``AGENTS.md``, and of every git
+directory its ``hooks``, ``config`` and ``config.worktree`` (a submodule's git directory
+under ``.git/modules`` too, and a linked worktree's ``config.worktree``); a ``.git`` *file*
+(a worktree's or a submodule's pointer) is read-only itself, so that it cannot be pointed
+at a git directory the command wrote.
+
+What does not exist yet is masked, so that the command cannot create it: the workspace's
+own ``AGENTS.md`` (an empty read-only file), its ``.git`` when it has none (an empty
+read-only directory: ``git init`` fails there, git still finds a repository above), and a
+git directory's missing ``hooks`` or ``config``. bwrap makes an empty file or directory on
+the host to mount on; ``masks.py`` removes it afterwards.
+
+A new subdirectory cannot be prepared for, so an ``AGENTS.md`` the command creates in one
+is removed once it is over (``remove_created``), and the command's result says so.
+
+The walk skips the contents of ``.git`` and of directories that hold tools' caches and
+dependencies (``_SKIPPED``), and stops after ``MAX_ENTRIES`` entries: a deeper file of a
+huge tree is then not protected (docs/safety.rst says so).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from zcoder.sandbox.plan import Mask, Protected
+
+__all__ = ["MAX_ENTRIES", "remove_created", "scan_workspace"]
+
+MAX_ENTRIES = 200_000
+_SKIPPED = frozenset(
+    {"node_modules", "__pycache__", ".venv", ".tox", ".nox", ".mypy_cache", ".ruff_cache"}
+    | {".pytest_cache", ".cache"}
+)
+_INSTRUCTIONS = "AGENTS.md"
+
+
+class _Found:
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = workspace
+        self.readonly: dict[Path, None] = {}
+        self.masks: dict[Path, Mask] = {}
+
+    def inside(self, path: Path) -> bool:
+        return path == self.workspace or self.workspace in path.parents
+
+    def protect(self, path: Path, kind: str = "file") -> None:
+        """``path`` read-only where it leads; masked when nothing is there yet."""
+        target = Path(os.path.realpath(path))
+        if not self.inside(target):
+            return  # outside the workspace everything is read-only anyway
+        if os.path.lexists(target):
+            self.readonly[target] = None
+        elif target.parent.is_dir():
+            self.masks[target] = Mask(target, "dir" if kind == "dir" else "file")
+
+    def git_dir(self, gitdir: Path) -> None:
+        self.protect(gitdir / "hooks", "dir")
+        self.protect(gitdir / "config")
+        if (gitdir / "config.worktree").exists():
+            self.protect(gitdir / "config.worktree")
+        for sub in ("modules", "worktrees"):
+            self._nested(gitdir / sub)
+
+    def _nested(self, root: Path) -> None:
+        """Submodules' git directories (nested ``modules/a/modules/b``) and worktrees'."""
+        try:
+            entries = list(os.scandir(root))
+        except OSError:
+            return
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            path = Path(entry.path)
+            if (path / "HEAD").exists():
+                if root.name == "worktrees":
+                    if (path / "config.worktree").exists():
+                        self.protect(path / "config.worktree")
+                else:
+                    self.git_dir(path)
+            elif root.name == "modules":  # a submodule named a/b: modules/a/b
+                self._nested(path)
+
+    def dot_git(self, path: Path) -> None:
+        if path.is_symlink() or path.is_file():
+            self.protect(path)  # a pointer: re-aimed, it would bring its own hooks
+            gitdir = _pointed(path)
+            if gitdir is not None and self.inside(gitdir):
+                self.git_dir(gitdir)
+        elif path.is_dir():
+            self.git_dir(path)
+
+
+def _pointed(dot_git: Path) -> Path | None:
+    """The git directory a ``.git`` file names (``gitdir: PATH``), or where a link leads."""
+    if dot_git.is_symlink():
+        return Path(os.path.realpath(dot_git))
+    try:
+        text = dot_git.read_text(encoding="utf-8", errors="replace")[:4096]
+    except OSError:
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    named = Path(text.removeprefix("gitdir:").strip())
+    return Path(os.path.realpath(dot_git.parent / named))
+
+
+def scan_workspace(workspace: Path) -> Protected:
+    """The read-only paths and the masks of one command in ``workspace`` (canonical)."""
+    found = _Found(workspace)
+    found.protect(workspace / _INSTRUCTIONS)
+    if not os.path.lexists(workspace / ".git"):
+        found.protect(workspace / ".git", "dir")
+    stack, seen = [workspace], 0
+    while stack and seen < MAX_ENTRIES:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        seen += len(entries)
+        for entry in entries:
+            if entry.name == _INSTRUCTIONS:
+                found.protect(Path(entry.path))
+            elif entry.name == ".git":
+                found.dot_git(Path(entry.path))
+            elif entry.name not in _SKIPPED and entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))
+    readonly = tuple(sorted(found.readonly))
+    return Protected(readonly, tuple(found.masks[p] for p in sorted(found.masks)))
+
+
+def remove_created(before: Protected, after: Protected) -> list[Path]:
+    """Remove the ``AGENTS.md`` files ``after`` found that ``before`` did not know (the
+    command made them, in a new directory); return them. Only files and links: a
+    directory of that name holds no instructions."""
+    known = {*before.readonly, *(m.path for m in before.masks)}
+    removed = []
+    for path in after.readonly:
+        if path.name != _INSTRUCTIONS or path in known:
+            continue
+        try:
+            if not os.path.isdir(path) or os.path.islink(path):
+                os.unlink(path)
+                removed.append(path)
+        except OSError:
+            pass  # gone already
+    return removed

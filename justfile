@@ -32,3 +32,4 @@ bench:
     python -m bench.enqueue
     python -m bench.startup
     python -m bench.checkpoint
+    python bench/sandbox.py

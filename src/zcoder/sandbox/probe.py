@@ -20,7 +20,8 @@ __all__ = ["PACKAGE", "SandboxCheck", "check_sandbox", "probe_argv"]
 PACKAGE = "bubblewrap"
 _PROBE_SECONDS = 10.0
 # The parts of every sandboxed command that can fail for want of kernel support.
-_NAMESPACES = ("--unshare-all", "--die-with-parent", "--cap-drop", "ALL")
+_NAMESPACES: tuple[str, ...] = ("--unshare-pid", "--unshare-ipc", "--unshare-net")
+_NAMESPACES += ("--die-with-parent", "--cap-drop", "ALL")
 _MOUNTS = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp")
 
 

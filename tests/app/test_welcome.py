@@ -36,6 +36,7 @@ def welcome(width: int, events: list[TranscriptEvent], **config: Any) -> str:
         "relay_problem": "",
         "agent_name": "",
         "resume_note": "",
+        "sandbox_note": "",
     }
     settings.update(config)
     backend = SimpleNamespace(
@@ -82,3 +83,13 @@ def test_a_resumed_session_replays_its_last_entries_and_says_what_is_left_out() 
     assert "question 4\n" not in text and "› question 5\n" in text and "› question 24\n" in text
     assert text.index("not shown") < text.index("question 5")
     assert "not shown" not in welcome(100, events[:20], resume="1796_01")
+
+
+def test_a_config_file_asking_for_an_unusable_sandbox_is_said_at_start_up() -> None:
+    note = (
+        'config file ~/.config/zcoder/config.toml: command_policy = "sandbox": the sandbox '
+        "cannot work here: bwrap is not installed (install the bubblewrap package); "
+        "commands ask instead"
+    )
+    text = welcome(400, [], sandbox_note=note)
+    assert note in text.splitlines()

@@ -109,8 +109,8 @@ async def test_a_turn_of_commands_is_undone_exactly(workspace: Path, tmp_path: P
 async def test_the_users_git_directory_is_byte_identical(workspace: Path, tmp_path: Path) -> None:
     if not (workspace / ".git").exists():
         pytest.skip("a plain directory has no .git")
+    status = git(workspace, "status", "--porcelain")  # it may refresh the index: first
     dot_git = tree_digest(workspace / ".git")
-    status = git(workspace, "status", "--porcelain")
     cps = checkpoints(tmp_path, workspace)
     await turn(cps, workspace, "echo more >> edit.txt; echo n > n.txt; rm old.txt")
     assert tree_digest(workspace / ".git") == dot_git  # HEAD, refs, index, hooks, stash

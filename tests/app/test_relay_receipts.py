@@ -89,7 +89,8 @@ async def test_a_task_comes_back_started_then_completed_with_answer_and_paths(
         )
         # The answer is shown once: in the body, not in the headline too.
         assert completed.text.startswith("Renamed users.name to users.full_name.\nAll tests pass.")
-        assert f"Changed: notes.md {COMMANDS_NOTE}" in completed.text
+        # The turn's checkpoint saw what the command changed (nothing): no guess about it.
+        assert "Changed: notes.md" in completed.text and COMMANDS_NOTE not in completed.text
         # Persisted in the session, so shown again on resume; never a model turn.
         assert completed in a.backend.agent.session.events
         assert a.client.requests == []
@@ -97,7 +98,24 @@ async def test_a_task_comes_back_started_then_completed_with_answer_and_paths(
         assert f"{mid} → {who} · completed ·" in line and "rename users.name" in line
         status = a.backend.relay.outbox.status_text(mid)
         assert status is not None and '"state": "completed"' in status
-        assert '"changed": ["notes.md", ' in status
+        assert '"changed": ["notes.md"]' in status
+
+
+async def test_a_receipt_names_the_files_a_relayed_command_changed(short_tmp: Path) -> None:
+    async with pair(short_tmp) as (a, b):
+        (short_tmp / "beta" / "old.txt").write_text("old\n")
+        b.approver.answers = ["y"]
+        assert await send(a, b, "tidy up") == "accepted"
+        mid = only_id(a)
+        b.client.replies = [
+            tools(call("run_command", command="echo new > made.txt; rm old.txt")),
+            text("Tidied."),
+        ]
+        assert await b.backend.runner.run_relay_turn()
+        await reported(a, mid, "completed")
+        completed = receipts(a)[-1]
+        assert "Changed: made.txt, old.txt" in completed.text
+        assert COMMANDS_NOTE not in completed.text
 
 
 async def test_started_goes_out_only_once_the_turn_reached_the_model(short_tmp: Path) -> None:

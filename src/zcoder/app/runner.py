@@ -154,7 +154,9 @@ class TurnRunner:
             self._relay.model_available(False)
             return self._inbound.unreached()
         state, detail = final_state(outcome)
-        return self._inbound.finished(state, detail, self._changes.changed())
+        return self._inbound.finished(
+            state, detail, self._changes.changed(self._agent.turn_changes)
+        )
 
     def stop_relay(self) -> str:
         """Escape stopped a relayed turn: the notice to show after it, or ``""`` when no

@@ -18,7 +18,8 @@ for every destination at once, so the whole exit stays within ``bound``.
 
 ``ChangeRecorder`` sits in the agent's sink and notes the workspace paths a turn's
 ``write_file``, ``replace_text`` and ``apply_patch`` calls changed; a ``run_command`` that
-ran makes the receipt say that what commands changed is not known. ``final_state`` maps a
+ran makes the receipt say that what commands changed is not known, unless the turn's
+checkpoint saw every change (then its paths are the list). ``final_state`` maps a
 turn's outcome to the receipt's state and detail.
 """
 
@@ -30,7 +31,7 @@ import os
 import re
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -121,12 +122,15 @@ class ChangeRecorder:
     def start(self) -> None:
         self._paths, self._commands = [], False
 
-    def changed(self) -> str:
-        """The paths, one per line, bounded; then the commands note when one ran."""
-        lines = self._paths[:MAX_CHANGED_PATHS]
-        if len(self._paths) > MAX_CHANGED_PATHS:
-            lines.append(f"(and {len(self._paths) - MAX_CHANGED_PATHS} more)")
-        if self._commands:
+    def changed(self, known: Sequence[str] | None = None) -> str:
+        """The paths, one per line, bounded; then the commands note when one ran.
+        ``known``: the paths the turn's checkpoint saw change (by commands too), which
+        replace the file tools' paths and the note."""
+        paths = self._paths if known is None else list(known)
+        lines = paths[:MAX_CHANGED_PATHS]
+        if len(paths) > MAX_CHANGED_PATHS:
+            lines.append(f"(and {len(paths) - MAX_CHANGED_PATHS} more)")
+        if self._commands and known is None:
             lines.append(COMMANDS_NOTE)
         text = "\n".join(one_line(line, 400) for line in lines)
         return text[:MAX_CHANGED_CHARS]

@@ -99,13 +99,15 @@ async def test_undo_by_number_tells_the_model_and_survives_a_resume(
 
     await agent.run_turn(TurnRequest("user", "what now?"))  # reads only: no checkpoint
     assert agent.turn_changes is None
-    sent = fake.requests[-2]["messages"][-1]
-    assert sent["role"] == "user"
-    assert sent["content"].startswith(
+    note, no_reply, prompt = fake.requests[-2]["messages"][-3:]
+    assert note["role"] == "user"
+    assert note["content"] == (
         "[The user took back the file changes of turn 2 with /undo. Restored to how they "
-        "were before: a.py. Removed (they did not exist before): r.txt."
+        "were before: a.py. Removed (they did not exist before): r.txt. Read a file again "
+        "before relying on its content.]"
     )
-    assert sent["content"].endswith("\n\nwhat now?")
+    assert (no_reply["role"], no_reply["content"]) == ("assistant", "")
+    assert (prompt["role"], prompt["content"]) == ("user", "what now?")
     await client.aclose()
 
     store.release(session)

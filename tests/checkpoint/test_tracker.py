@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -89,19 +91,20 @@ async def test_a_turn_of_commands_is_undone_exactly(workspace: Path, tmp_path: P
         cps,
         workspace,
         "echo two >> edit.txt; echo new > new.txt; rm old.txt; mv keep.txt kept.txt; "
-        "chmod +x run.sh; mkdir -p deep/er && echo x > deep/er/f.txt; echo noise > x.log",
+        "chmod +x run.sh; mkdir -p deep/er && echo x > deep/er/f.txt; echo noise > x.log; "
+        "ln -s edit.txt link",
     )
     assert record is not None
     changes = {(c.status, c.path) for c in record.changes}
     assert changes == {
         ("M", "edit.txt"), ("A", "new.txt"), ("D", "old.txt"), ("D", "keep.txt"),
-        ("A", "kept.txt"), ("M", "run.sh"), ("A", "deep/er/f.txt"),
+        ("A", "kept.txt"), ("M", "run.sh"), ("A", "deep/er/f.txt"), ("A", "link"),
     }  # fmt: skip
     report = await cps.undo(SID, None)
     after = tree_digest(workspace)
     after.pop("x.log")  # ignored: never recorded, never touched
     assert after == before
-    assert report.removed == ("deep/er/f.txt", "kept.txt", "new.txt")
+    assert report.removed == ("deep/er/f.txt", "kept.txt", "link", "new.txt")
     assert report.restored == ("edit.txt", "keep.txt", "old.txt", "run.sh")
     assert not (workspace / "deep").exists()
 
@@ -233,3 +236,49 @@ async def test_a_snapshot_that_cannot_be_taken_is_said_once(
     assert "git is not installed" in await first()
     assert await first() == ""
     assert await t.finish() is None
+
+
+async def test_a_day_later_unused_sessions_are_dropped_with_their_snapshots(
+    workspace: Path, tmp_path: Path
+) -> None:
+    cps = checkpoints(tmp_path, workspace, keep_days=2)
+    other = cps.turn("s_old", "user", "", "long ago")
+    await other.before_change(())
+    (workspace / "edit.txt").write_text("old session\n")
+    assert await other.finish() is not None
+    await turn(cps, workspace, "echo now >> edit.txt")
+    week_ago = time.time() - 7 * 86400
+    for path in (cps.root / "turns" / "s_old.json", cps.root / "index-s_old"):
+        os.utime(path, (week_ago, week_ago))
+    os.utime(cps.root / "last-upkeep", (week_ago, week_ago))
+    await turn(cps, workspace, "echo later >> edit.txt")
+    assert sorted(p.name for p in (cps.root / "turns").iterdir()) == [f"{SID}.json"]
+    assert not (cps.root / "index-s_old").exists()
+    listed = await trio.run_process(
+        ["git", f"--git-dir={cps.root / 'git'}", "for-each-ref", "--format=%(refname)"],
+        capture_stdout=True,
+    )
+    assert "s_old" not in listed.stdout.decode()
+    assert len(cps.records(SID)) == 2
+
+
+async def test_an_index_naming_collected_snapshots_is_rebuilt(
+    workspace: Path, tmp_path: Path
+) -> None:
+    cps = checkpoints(tmp_path, workspace)
+    await turn(cps, workspace, "echo one >> edit.txt")
+    objects = cps.root / "git" / "objects"
+    for loose in objects.glob("??"):
+        shutil.rmtree(loose)  # as if git had collected what only this index named
+    record = await turn(cps, workspace, "echo two >> edit.txt")
+    assert record is not None and [c.path for c in record.changes] == ["edit.txt"]
+
+
+async def test_a_zcoder_home_inside_the_workspace_is_never_recorded(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    cps = Checkpoints(ws / ".zc home", ws, CheckpointSettings())
+    record = await turn(cps, ws, "echo a > a.txt")
+    assert record is not None and [c.path for c in record.changes] == ["a.txt"]
+    record = await turn(cps, ws, "echo b > b.txt")
+    assert record is not None and [c.path for c in record.changes] == ["b.txt"]

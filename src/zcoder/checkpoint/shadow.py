@@ -230,8 +230,18 @@ class ShadowGit:
 
     async def snapshot(self, max_bytes: int) -> Snapshot:
         """Record the workspace as it is now: only what changed since this session's last
-        snapshot is hashed again."""
+        snapshot is hashed again. An index that names a snapshot git has since collected
+        (another session's turns were pruned) is dropped, and every file hashed again."""
         await self.ensure()
+        try:
+            return await self._snapshot(max_bytes)
+        except CheckpointError:
+            if not self._index.exists():
+                raise
+            self._index.unlink()
+            return await self._snapshot(max_bytes)
+
+    async def _snapshot(self, max_bytes: int) -> Snapshot:
         # The work tree against the shadow index only (git status would also list every
         # file as new against a HEAD the shadow repository does not have).
         raw = await self.git("ls-files", "-m", "-d", "-o", "--exclude-standard", "-z")

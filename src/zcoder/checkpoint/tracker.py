@@ -34,12 +34,12 @@ from zcoder.checkpoint.records import (
 from zcoder.checkpoint.settings import CheckpointSettings
 from zcoder.checkpoint.shadow import ShadowGit, Snapshot
 from zcoder.checkpoint.text import UndoReport, restore_command
+from zcoder.checkpoint.upkeep import upkeep
 from zcoder.errors import CheckpointError
 
 __all__ = ["Checkpoints", "TurnCheckpoint"]
 
 _log = logging.getLogger(__name__)
-_GC_EVERY = 86400.0
 
 
 def workspace_scope(workspace: Path) -> str:
@@ -89,16 +89,7 @@ class Checkpoints:
             updates += [(ref, None) for ref in refs_of(session_id, old.number)]
         await shadow.set_refs([*updates, (_pending(session_id), None)])
         save_records(self._file(session_id), kept)
-        if dropped:
-            await self._collect(shadow)
-
-    async def _collect(self, shadow: ShadowGit) -> None:
-        stamp = self.root / "last-gc"
-        with contextlib.suppress(OSError):
-            if time.time() - stamp.stat().st_mtime < _GC_EVERY:
-                return
-        stamp.touch()
-        await shadow.collect_garbage()
+        await upkeep(shadow, session_id, s.keep_days)
 
     async def undo(self, session_id: str, first: int | None) -> UndoReport:
         """Take back the session's last standing turn (``first`` None) or turn ``first`` and

@@ -76,18 +76,18 @@ async def _measure(root: Path, count: int) -> list[float]:
         await trio.testing.wait_all_tasks_blocked()
         target = receiver.relay.sending_from()[0]
         peers = [
-            next(p for p in await s.relay.discover() if p.manifest.instance_id == target)
+            next(p for p in await s.sends.discover() if p.manifest.instance_id == target)
             for s in senders
         ]
         samples = []
         for n in range(count):
             sender, peer = senders[n % 2], peers[n % 2]
             start = time.perf_counter()
-            ack = await sender.relay.deliver(peer, f"one-way task {n}")
+            ack = await sender.sends.deliver(peer, f"one-way task {n}")
             samples.append(time.perf_counter() - start)
             if ack.status != "accepted":
                 raise SystemExit(f"message {n + 1} was answered {ack.status}")
-        status = receiver.relay_status()
+        status = receiver.inbox.status()
         if status != ("on", count):
             raise SystemExit(f"the receiver reports {status}, expected ('on', {count})")
         nursery.cancel_scope.cancel()

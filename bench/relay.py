@@ -46,10 +46,11 @@ from pathlib import Path
 import attrs
 import trio
 
-from zcoder.app.relay.outbox import RelayOutbox
 from zcoder.app.relay.receipts import ReceiptSender
 from zcoder.relay import client
-from zcoder.relay.envelope import Ack, Enqueue, Limits, decode_ack
+from zcoder.relay.changes import Changes
+from zcoder.relay.envelope import Enqueue, Limits, decode_ack
+from zcoder.relay.extension import ExtensionIntake
 from zcoder.relay.listener import Listener, open_unix_listener
 from zcoder.relay.paths import reserve_instance
 from zcoder.relay.protocol import FrameDecoder
@@ -491,15 +492,12 @@ async def time_receipts(relay_dir: Path, count: int = RECEIPTS, mute: bool = Fal
     a, b, c = (reserve_instance(relay_dir) for _ in range(3))
     for res, name in ((a, "sender"), (b, "receiver"), (c, "mute")):
         publish_manifest(res.manifest_path, manifest_for(relay_dir, res.instance_id, name))
-    shown: list[trio.Event] = [trio.Event()]
-
     receipts = ReceiptSender(
         me=lambda: b.instance_id, relay_dir=lambda: relay_dir, io_timeout=2.0, max_bytes=65536
     )
-    unused = ReceiptSender(me=str, relay_dir=lambda: None, io_timeout=2.0, max_bytes=65536)
-    outbox = RelayOutbox(receipts=unused, spool=lambda: None)
-    # The entry is taken when the relay's change is noted (the worker's wake-up).
-    outbox.notify = lambda: shown[0].set()
+    # The receipt is taken when the relay's change is noted (the worker's wake-up).
+    changes = Changes()
+    intake = ExtensionIntake(spool=lambda: None, changes=changes)
     listener = Listener(
         instance_id=a.instance_id,
         spool=Spool(relay_dir / "unused-spool", max_queue=1),
@@ -507,7 +505,7 @@ async def time_receipts(relay_dir: Path, count: int = RECEIPTS, mute: bool = Fal
         state=lambda: "ready",
         limits=Limits(),
         io_timeout=2.0,
-        extension=outbox.handle,
+        extension=intake.handle,
     )
     samples = []
     warmup = 0 if mute else WARMUP // 4
@@ -518,14 +516,14 @@ async def time_receipts(relay_dir: Path, count: int = RECEIPTS, mute: bool = Fal
         nursery.start_soon(receipts.run)
         for n in range(warmup + count):
             message = envelope(a.instance_id, b.instance_id, n)
-            ack = Ack(1, "ack", message.message_id, "accepted", 1, receipts=True)
-            outbox.record(message, ack, "receiver")
-            shown[0] = trio.Event()
+            intake.expect(message.message_id, b.instance_id)
+            seen = changes.count
             start = time.perf_counter()
             if mute:
                 receipts.send(envelope(c.instance_id, b.instance_id, n), "started")
             receipts.send(message, "completed", "Renamed users.name.", "src/users.py")
-            await shown[0].wait()
+            await changes.wait(seen)
+            intake.take_receipts()
             samples.append(time.perf_counter() - start)
         nursery.cancel_scope.cancel()
     return samples[warmup:]

@@ -70,7 +70,7 @@ async def test_an_accepted_enqueue_runs_nothing_of_the_app(
         with calls_from_the_listener() as called:
             assert await send(a, b, "do it") == "accepted"
         assert called == [] and touched == []
-        assert b.backend.relay_status() == ("on", 1)  # stored: the spool knows
+        assert b.backend.inbox.status() == ("on", 1)  # stored: the spool knows
         with trio.fail_after(10):  # and the worker would be woken
             await b.backend.runner.wait_relay_change()
         assert touched == []

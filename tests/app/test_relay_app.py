@@ -124,8 +124,8 @@ def last_user_message(client: ScriptedClient) -> str:
 
 
 async def send(a: Instance, b: Instance, message: str) -> str:
-    peer = next(p for p in await a.backend.relay.discover() if p.manifest.instance_id == b.id)
-    ack = await a.backend.relay.deliver(peer, message)
+    peer = next(p for p in await a.backend.sends.discover() if p.manifest.instance_id == b.id)
+    ack = await a.backend.sends.deliver(peer, message)
     return ack.status
 
 
@@ -155,10 +155,10 @@ async def test_a_model_sends_to_another_instance_which_runs_it_as_a_turn(short_t
         assert entry.meta["target"] == label and entry.meta["state"] == "delivered"
         # The session keeps what the sent list needs when it is resumed.
         (kept,) = [e for e in a.backend.agent.session.events if e.meta.get("to") == b.id]
-        (mid,) = [s.message_id for s in a.backend.relay.outbox.outbox.entries()]
+        (mid,) = [s.message_id for s in a.backend.sends.outbox.outbox.entries()]
         assert (kept.meta["message_id"], kept.meta["first_line"]) == (mid, "rename users.name")
 
-        assert b.backend.runner.relay_runnable() and b.backend.relay_status() == ("on", 1)
+        assert b.backend.runner.relay_runnable() and b.backend.inbox.status() == ("on", 1)
         assert await b.backend.runner.run_relay_turn() is True
         record = last_user_message(b.client)
         assert record.startswith("<agent_relay>\n") and "\nrename users.name\n" in record
@@ -169,7 +169,7 @@ async def test_a_model_sends_to_another_instance_which_runs_it_as_a_turn(short_t
         (relay_entry,) = [e for e in b.sink.entries() if e.role == "relay"]
         assert relay_entry.meta["instance_id"] == a.id and relay_entry.meta["verified"] == "yes"
         assert b.backend.session_title == "New session"  # relay text never titles a session
-        assert b.backend.relay_status() == ("on", 0) and not b.backend.runner.relay_runnable()
+        assert b.backend.inbox.status() == ("on", 0) and not b.backend.runner.relay_runnable()
         assert await b.backend.runner.run_relay_turn() is False
 
 
@@ -191,8 +191,8 @@ async def test_a_relayed_turn_may_only_reply_to_its_sender(short_tmp: Path) -> N
         (asked,) = b.approver.asked  # the forward was never asked
         assert asked.text == "reply"
         assert asked.target == f"alpha (pid {os.getpid()}, {short_tmp / 'alpha'}) · {a.id} · ready"
-        assert c.backend.relay_status() == ("on", 0)
-        assert a.backend.relay_status() == ("on", 1)
+        assert c.backend.inbox.status() == ("on", 0)
+        assert a.backend.inbox.status() == ("on", 1)
         nursery.cancel_scope.cancel()
 
 
@@ -204,29 +204,29 @@ async def test_messages_run_fifo_and_a_cancelled_one_is_not_run_again(short_tmp:
             nursery.start_soon(b.backend.runner.run_relay_turn)
             await trio.testing.wait_all_tasks_blocked()
             assert len(b.client.requests) == 1
-            assert b.backend.relay_status() == ("on", 1)  # the running one is not waiting
+            assert b.backend.inbox.status() == ("on", 1)  # the running one is not waiting
             assert not b.backend.runner.relay_runnable()
             assert b.backend.runner.cancel_turn()
         assert "\nfirst\n" in last_user_message(b.client)
-        assert b.backend.relay_status() == ("on", 1)
+        assert b.backend.inbox.status() == ("on", 1)
         assert await b.backend.runner.run_relay_turn()
         assert "\nsecond\n" in last_user_message(b.client)
-        assert len(b.client.requests) == 2 and b.backend.relay_status() == ("on", 0)
+        assert len(b.client.requests) == 2 and b.backend.inbox.status() == ("on", 0)
 
 
 async def test_pause_refuses_new_messages_and_holds_accepted_ones(short_tmp: Path) -> None:
     async with pair(short_tmp) as (a, b):
         assert await send(a, b, "kept") == "accepted"
-        assert b.backend.relay_control("pause") == [
+        assert b.backend.runner.relay_control("pause") == [
             "Relay paused: new relayed messages are refused; accepted ones wait."
         ]
         assert await send(a, b, "refused") == "paused"
-        assert b.backend.relay_status() == ("paused", 1)
+        assert b.backend.inbox.status() == ("paused", 1)
         assert not b.backend.runner.relay_runnable()
         assert await b.backend.runner.run_relay_turn() is False
-        peers = await a.backend.relay.discover()
+        peers = await a.backend.sends.discover()
         assert [p.state for p in peers] == ["paused"]
-        b.backend.relay_control("resume")
+        b.backend.runner.relay_control("resume")
         assert b.backend.runner.relay_runnable()
         assert await b.backend.runner.run_relay_turn()
         assert "\nkept\n" in last_user_message(b.client)
@@ -241,13 +241,13 @@ async def test_agents_and_list_agents_show_the_relay(short_tmp: Path) -> None:
             ["beta", str(os.getpid()), "ready", "coding", "m", b.id],
             [str(short_tmp / "beta")],
         ]
-        shown = b.backend.relay_control("")
+        shown = b.backend.runner.relay_control("")
         assert shown[0] == f"Relay on · instance {b.id} · pid {os.getpid()}"
         assert shown[1] == f"socket dir {short_tmp / 'agents'}"
         assert shown[2] == "0 waiting"
         assert shown[3].startswith("/agents pause ")
         with pytest.raises(ZcoderError, match="unknown /agents action 'stop'"):
-            b.backend.relay_control("stop")
+            b.backend.runner.relay_control("stop")
     async with trio.open_nursery() as nursery:
         alone = await start(nursery, short_tmp, "solo")
         assert await alone.backend.list_agents() == [NO_PEERS]
@@ -262,14 +262,14 @@ async def test_model_and_state_changes_refresh_the_manifest(short_tmp: Path) -> 
             nursery.start_soon(b.backend.runner.run_turn, "work")
             await trio.testing.wait_all_tasks_blocked()
             assert len(b.client.requests) == 1
-            (peer,) = await a.backend.relay.discover()
+            (peer,) = await a.backend.sends.discover()
             assert (peer.manifest.model, peer.manifest.state, peer.state) == (
                 "other:1",
                 "busy",
                 "busy",
             )
             b.backend.runner.cancel_turn()
-        (peer,) = await a.backend.relay.discover()
+        (peer,) = await a.backend.sends.discover()
         assert peer.state == "ready"
 
 
@@ -280,7 +280,7 @@ async def test_shutdown_removes_the_files_and_the_tools(short_tmp: Path) -> None
     with trio.fail_after(10):  # the worker (cancelled with the relay here) would be told
         await b.backend.runner.wait_relay_change()
     b.backend.runner.sync_relay()
-    assert b.tool_names() == CORE and b.backend.relay_status()[0] == "unavailable"
+    assert b.tool_names() == CORE and b.backend.inbox.status()[0] == "unavailable"
     assert os.listdir(short_tmp / "rt-beta") == []
 
 
@@ -305,14 +305,14 @@ async def test_a_relay_turned_off_offers_no_tools(
     async with trio.open_nursery() as nursery:
         off = await start(nursery, short_tmp, "off", **changes)
         assert off.tool_names() == CORE
-        assert off.backend.relay_status() == ("off", 0)
-        assert off.backend.relay_control("") == [f"Relay off: {reason}; {fix}."]
+        assert off.backend.inbox.status() == ("off", 0)
+        assert off.backend.runner.relay_control("") == [f"Relay off: {reason}; {fix}."]
         # A notice (one line), not an error: the user switched it off.
         assert await off.backend.list_agents() == [
             f"The relay is off in this instance ({reason}): no instances listed."
         ]
         with pytest.raises(ZcoderError, match="not running in this instance"):
-            off.backend.relay_control("pause")
+            off.backend.runner.relay_control("pause")
         nursery.cancel_scope.cancel()
     assert not (short_tmp / "agents").exists()
 
@@ -342,8 +342,8 @@ async def test_an_unsafe_relay_dir_makes_the_relay_unavailable(short_tmp: Path) 
         )
         with trio.fail_after(10):  # the worker is told
             await backend.runner.wait_relay_change()
-        assert backend.relay_status() == ("unavailable", 0)
-        assert backend.relay_control("") == [f"Relay unavailable: {problem}"]
+        assert backend.inbox.status() == ("unavailable", 0)
+        assert backend.runner.relay_control("") == [f"Relay unavailable: {problem}"]
         assert "send_agent_message" not in backend.agent.toolbox.names()
         nursery.cancel_scope.cancel()
     assert os.listdir(unsafe) == []

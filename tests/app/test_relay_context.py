@@ -48,17 +48,17 @@ async def test_a_task_larger_than_the_window_is_settled_failed(
                 assert await b.backend.runner.run_relay_turn() is True
                 await reported(a, mid, "failed")
                 # Settled: not first in the queue again, not waiting for the model.
-                assert b.backend.relay_status() == ("on", 0) and os.listdir(b.inbox) == []
-                assert not b.backend.relay_waits_for_model() and b.backend.relay_unrun() == []
+                assert b.backend.inbox.status() == ("on", 0) and os.listdir(b.inbox) == []
+                assert not b.backend.inbox.waits_for_model() and b.backend.inbox.unrun() == []
                 assert not any("stays first in the queue" in line for line in b.system_lines())
                 # The receiver goes on: a small task after it runs.
                 assert await send(a, b, "say ok") == "accepted"
                 second = next(
-                    m for m in a.backend.relay.outbox.outbox.entries() if m.message_id != mid
+                    m for m in a.backend.sends.outbox.outbox.entries() if m.message_id != mid
                 )
                 assert await b.backend.runner.run_relay_turn() is True
                 await reported(a, second.message_id, "completed")
-                assert b.backend.relay_status() == ("on", 0)
+                assert b.backend.inbox.status() == ("on", 0)
                 nursery.cancel_scope.cancel()
     (failed,) = [
         r for r in receipts(a) if r.meta["message_id"] == mid and r.meta["receipt"] != "started"

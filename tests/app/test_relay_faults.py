@@ -45,7 +45,7 @@ async def test_a_relay_dir_made_unsafe_stops_listing_and_sending_told_once(
 ) -> None:
     relay_dir = short_tmp / "agents"
     async with pair(short_tmp) as (a, b):
-        (peer,) = await a.backend.relay.discover()
+        (peer,) = await a.backend.sends.discover()
         if how == "chmod":
             os.chmod(relay_dir, 0o755)
             needle = "has mode 0755"
@@ -54,12 +54,12 @@ async def test_a_relay_dir_made_unsafe_stops_listing_and_sending_told_once(
             relay_dir.symlink_to(short_tmp / "moved")
             needle = "is a symbolic link"
         with pytest.raises(RelayUnavailable, match=needle):
-            await a.backend.relay.deliver(peer, "not sent")
+            await a.backend.sends.deliver(peer, "not sent")
         with pytest.raises(RelayUnavailable, match=needle):
-            await a.backend.relay.discover()
+            await a.backend.sends.discover()
         assert [line.split(": ", 1)[0] for line in errors(a)] == ["Relay unavailable"]
         assert needle in errors(a)[0]
-        assert a.tool_names() == CORE and a.backend.relay_status() == ("unavailable", 0)
+        assert a.tool_names() == CORE and a.backend.inbox.status() == ("unavailable", 0)
         assert b.client.requests == []
 
 
@@ -82,14 +82,14 @@ async def test_a_deleted_socket_heals_unseen_and_a_foreign_file_there_is_told_on
         sock.unlink()  # a tmp cleaner
         await until(sock.exists)
         assert await send(a, b, "still reachable") == "accepted"
-        assert errors(b) == [] and b.backend.relay_status() == ("on", 1)
+        assert errors(b) == [] and b.backend.inbox.status() == ("on", 1)
         sock.unlink()
         sock.write_text("not ours")  # something this instance did not make
         await until(lambda: not b.backend.relay.available)
         (line,) = errors(b)
         assert line.startswith("Relay unavailable: socket ") and "regular file" in line
-        assert b.backend.relay_status()[0] == "unavailable"
-        assert b.id not in [p.manifest.instance_id for p in await a.backend.relay.discover()]
+        assert b.backend.inbox.status()[0] == "unavailable"
+        assert b.id not in [p.manifest.instance_id for p in await a.backend.sends.discover()]
     assert sock.read_text() == "not ours"
 
 
@@ -116,7 +116,7 @@ async def test_an_enqueue_that_cannot_be_stored_is_answered_full_and_told_once(
         assert [await send(a, b, f"task {n}") for n in range(3)] == ["full"] * 3
         assert os.listdir(spool_of(short_tmp) / "inbox") == []
         assert [f for f in os.listdir(spool_of(short_tmp)) if f.startswith(".tmp")] == []
-        assert b.backend.relay_status() == ("on", 0) and b.backend.relay.available
+        assert b.backend.inbox.status() == ("on", 0) and b.backend.relay.available
         (line,) = errors(b)
         assert "cannot store the relayed message" in line and "No space left" in line
         monkeypatch.undo()
@@ -130,11 +130,11 @@ async def test_pause_with_a_full_disk_does_not_crash_and_still_pauses(
 ) -> None:
     async with pair(short_tmp) as (a, b):
         tried = fail_writes(monkeypatch, errno.EROFS)
-        assert b.backend.relay_control("pause")[0].startswith("Relay paused")
+        assert b.backend.runner.relay_control("pause")[0].startswith("Relay paused")
         assert tried == [spool_of(short_tmp) / "state"]
         (line,) = errors(b)
         assert "cannot record the relay state 'paused'" in line and "Read-only" in line
-        assert b.backend.relay_status() == ("paused", 0)
+        assert b.backend.inbox.status() == ("paused", 0)
         assert await send(a, b, "refused") == "paused"
 
 
@@ -149,10 +149,10 @@ async def test_escape_in_a_relayed_turn_with_a_full_disk_does_not_crash(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(b.backend.runner.run_relay_turn)
             await trio.testing.wait_all_tasks_blocked()
-            assert b.backend.relay_status() == ("on", 1)
-            b.backend.relay_control("pause")
+            assert b.backend.inbox.status() == ("on", 1)
+            b.backend.runner.relay_control("pause")
             assert b.backend.runner.cancel_turn()
-        assert b.backend.relay_status() == ("paused", 1)
+        assert b.backend.inbox.status() == ("paused", 1)
         assert len(errors(b)) == 1 and "No space left" in errors(b)[0]
 
 
@@ -173,11 +173,11 @@ async def test_a_spool_directory_replaced_by_a_file(short_tmp: Path, damage: str
         (line,) = errors(b)
         assert line.startswith(f"Relay unavailable: the relay spool's {damage}/ is not our own")
         assert line.endswith("; 1 accepted message will not run")
-        assert b.backend.relay_status() == ("unavailable", 0)  # nothing claims it any more
+        assert b.backend.inbox.status() == ("unavailable", 0)  # nothing claims it any more
         assert not b.backend.relay.available and not b.backend.runner.relay_runnable()
         assert await b.backend.runner.run_relay_turn() is False  # and no spin
         assert b.client.requests == [] and len(errors(b)) == 1
-        assert b.id not in [p.manifest.instance_id for p in await a.backend.relay.discover()]
+        assert b.id not in [p.manifest.instance_id for p in await a.backend.sends.discover()]
 
 
 async def test_a_directory_planted_in_processing_is_quarantined_and_the_task_still_runs(
@@ -208,7 +208,7 @@ async def test_a_state_file_replaced_by_a_directory(short_tmp: Path) -> None:
         state = spool_of(short_tmp) / "state"
         state.unlink()
         state.mkdir()
-        b.backend.relay_control("pause")  # no crash
+        b.backend.runner.relay_control("pause")  # no crash
         (line,) = errors(b)
         assert line.startswith("Relay unavailable: the relay spool's state file is not a regular")
         assert not b.backend.relay.available
@@ -236,12 +236,13 @@ async def test_a_relay_failure_leaves_accepted_messages_to_run(short_tmp: Path) 
         assert await send(a, b, "kept") == "accepted"
         os.chmod(short_tmp / "agents", 0o700 | 0o070)
         with pytest.raises(RelayUnavailable):
-            await b.backend.relay.discover()
-        assert b.backend.relay_status() == ("unavailable", 1)
+            await b.backend.sends.discover()
+        assert b.backend.inbox.status() == ("unavailable", 1)
+        b.backend.runner.sync_relay()  # what the worker does once woken: a query reads
         assert b.backend.runner.relay_runnable()
         assert await b.backend.runner.run_relay_turn()
         assert "\nkept\n" in last_user_message(b.client)
-        assert b.backend.relay_status() == ("unavailable", 0)
+        assert b.backend.inbox.status() == ("unavailable", 0)
 
 
 # -- 11: foreign files in the inbox, while the queue is empty -----------------------------

@@ -48,24 +48,24 @@ async def test_held_messages_wait_until_approved_and_keep_their_order(short_tmp:
         await settle()
         assert not b.backend.runner.relay_runnable()
         assert await b.backend.runner.run_relay_turn() is False  # held: never claimed
-        lines = b.backend.relay_control("inbox")
+        lines = b.backend.runner.relay_control("inbox")
         assert lines[0] == "Relayed messages waiting (inbound policy: hold):"
         assert lines[1].startswith("  1. held   alpha (pid") and "verified" in lines[1]
         assert lines[1].endswith("just now · first task") and "second task" in lines[2]
         assert [state for _, state in receipts.sent] == ["held", "held"]
         assert any("Relayed message 1 from alpha" in n and "held" in n for n in notices(b))
 
-        shown = b.backend.relay_control("show 2")
+        shown = b.backend.runner.relay_control("show 2")
         assert shown[0].startswith("Relayed message 2 (held) from alpha (pid")
-        assert b.backend.relay_control("inbox 2") == shown
-        assert b.backend.relay_control("approve 2")[0].endswith(
+        assert b.backend.runner.relay_control("inbox 2") == shown
+        assert b.backend.runner.relay_control("approve 2")[0].endswith(
             "approved: “second task”; it runs in its turn."
         )
         assert b.backend.runner.relay_runnable()
         assert await b.backend.runner.run_relay_turn() is True
         assert "second task" in last_user_message(b.client)
         assert await b.backend.runner.run_relay_turn() is False  # the first still waits for you
-        (line,) = b.backend.relay_control("inbox")[1:]
+        (line,) = b.backend.runner.relay_control("inbox")[1:]
         assert "held" in line and "first task" in line
         nursery.cancel_scope.cancel()
 
@@ -79,11 +79,11 @@ async def test_a_denied_message_is_removed_never_runs_and_reports_denied(short_t
         assert await send(a, b, "drop the table") == "accepted"
         await settle()
         ((mid, _),) = receipts.sent
-        (line,) = b.backend.relay_control("deny 1")
+        (line,) = b.backend.runner.relay_control("deny 1")
         assert line.startswith("Relayed message 1 from alpha (pid") and "denied" in line
         assert receipts.sent[-1] == (mid, "denied")
-        assert b.backend.relay_status() == ("on", 0)
-        assert b.backend.relay_control("inbox") == [
+        assert b.backend.inbox.status() == ("on", 0)
+        assert b.backend.runner.relay_control("inbox") == [
             "No relayed message waits (inbound policy: hold)."
         ]
         spool = b.backend.relay.service.spool if b.backend.relay.service else None
@@ -98,14 +98,14 @@ async def test_a_bad_number_is_refused_and_changes_nothing(short_tmp: Path, acti
     async with trio.open_nursery() as nursery:
         a = await start(nursery, short_tmp, "alpha")
         b = await start(nursery, short_tmp, "beta")
-        b.backend.relay_control("hold")
+        b.backend.runner.relay_control("hold")
         if action != "approve 1":
             assert await send(a, b, "one") == "accepted"
         await settle()
-        before = b.backend.relay_control("inbox")
+        before = b.backend.runner.relay_control("inbox")
         with pytest.raises(ZcoderError, match="N is a number from /agents inbox"):
-            b.backend.relay_control(action)
-        assert b.backend.relay_control("inbox") == before
+            b.backend.runner.relay_control(action)
+        assert b.backend.runner.relay_control("inbox") == before
         nursery.cancel_scope.cancel()
 
 
@@ -116,10 +116,10 @@ async def test_hold_and_accept_switch_at_run_time(short_tmp: Path) -> None:
         assert await send(a, b, "queued before hold") == "accepted"
         await settle()
         assert b.backend.runner.relay_runnable()
-        (said,) = b.backend.relay_control("hold")
+        (said,) = b.backend.runner.relay_control("hold")
         assert said.startswith("Relayed messages are held: 1 waiting")
         assert not b.backend.runner.relay_runnable()  # not yet started: it waits for you too
-        (said,) = b.backend.relay_control("accept")
+        (said,) = b.backend.runner.relay_control("accept")
         assert said == "Relayed messages run in their turn again; 1 held still wait for " + (
             "/agents approve N."
         )
@@ -141,10 +141,10 @@ async def test_an_unverified_sender_is_held_even_when_accepting(short_tmp: Path)
         assert spool.enqueue(envelope, verified=False)[0] == "accepted"
         await settle()
         assert not b.backend.runner.relay_runnable()
-        (line,) = b.backend.relay_control("inbox")[1:]
+        (line,) = b.backend.runner.relay_control("inbox")[1:]
         assert "held" in line and "UNVERIFIED" in line
         assert any("peer credentials did not verify" in n for n in notices(b))
-        b.backend.relay_control("approve 1")
+        b.backend.runner.relay_control("approve 1")
         assert await b.backend.runner.run_relay_turn() is True
         nursery.cancel_scope.cancel()
 
@@ -158,7 +158,7 @@ async def test_ten_one_way_tasks_from_one_sender_all_run_unattended(short_tmp: P
             assert await send(a, b, f"task {n}") == "accepted"
             await settle()
             assert await b.backend.runner.run_relay_turn() is True
-        assert b.backend.relay.inbound.held() == 0 and b.backend.relay_status() == ("on", 0)
+        assert b.backend.inbox.inbound.held() == 0 and b.backend.inbox.status() == ("on", 0)
         nursery.cancel_scope.cancel()
 
 
@@ -184,14 +184,14 @@ async def test_two_models_replying_to_each_other_stop_at_the_bound(short_tmp: Pa
         # A's local turn sent hop 0; each relayed turn replies one hop further: the message
         # whose hop count reaches the bound waits for a person.
         assert turns == DEFAULT_MAX_HOPS
-        held = [i for i in (a, b) if i.backend.relay.inbound.held()]
+        held = [i for i in (a, b) if i.backend.inbox.inbound.held()]
         assert held == [b]
         assert any(f"{DEFAULT_MAX_HOPS} relayed turns led to it" in n for n in notices(b))
         # Approving it (by the number the listing shows: those before it ran) runs it.
-        (line,) = b.backend.relay_control("inbox")[1:]
+        (line,) = b.backend.runner.relay_control("inbox")[1:]
         number = line.split(".", 1)[0].strip()
         assert int(number) > 1
-        b.backend.relay_control(f"approve {number}")
+        b.backend.runner.relay_control(f"approve {number}")
         assert await b.backend.runner.run_relay_turn() is True
         nursery.cancel_scope.cancel()
 
@@ -239,12 +239,12 @@ async def held_three(short_tmp: Path, nursery: trio.Nursery) -> Instance:
 async def test_a_held_message_can_be_denied_while_a_relayed_turn_runs(short_tmp: Path) -> None:
     async with trio.open_nursery() as nursery:
         b = await held_three(short_tmp, nursery)
-        b.backend.relay_control("approve 3")
+        b.backend.runner.relay_control("approve 3")
         turn = b.backend.runner.claim_relay()
         assert turn is not None  # the third runs; the first two still wait, held
-        (line,) = b.backend.relay_control("deny 1")
+        (line,) = b.backend.runner.relay_control("deny 1")
         assert line.startswith("Relayed message 1 from alpha (pid") and "denied" in line
-        (left,) = b.backend.relay_control("inbox")[1:]
+        (left,) = b.backend.runner.relay_control("inbox")[1:]
         assert left.startswith("  2. held") and "second task" in left  # its number stays
         assert await turn.run() is True
         assert "third task" in last_user_message(b.client)
@@ -254,19 +254,19 @@ async def test_a_held_message_can_be_denied_while_a_relayed_turn_runs(short_tmp:
 async def test_numbers_stay_when_a_message_ahead_is_claimed(short_tmp: Path) -> None:
     async with trio.open_nursery() as nursery:
         b = await held_three(short_tmp, nursery)
-        b.backend.relay_control("approve 1")
+        b.backend.runner.relay_control("approve 1")
         turn = b.backend.runner.claim_relay()
         assert turn is not None  # the first runs: the others keep 2 and 3
-        lines = b.backend.relay_control("inbox")[1:]
+        lines = b.backend.runner.relay_control("inbox")[1:]
         assert [line[:5] for line in lines] == ["  2. ", "  3. "]
         with pytest.raises(ZcoderError, match="relayed message 1 no longer waits"):
-            b.backend.relay_control("deny 1")
-        (line,) = b.backend.relay_control("deny 2")
+            b.backend.runner.relay_control("deny 1")
+        (line,) = b.backend.runner.relay_control("deny 2")
         assert line.startswith("Relayed message 2 from alpha")
-        (left,) = b.backend.relay_control("inbox")[1:]
+        (left,) = b.backend.runner.relay_control("inbox")[1:]
         assert left.startswith("  3. held") and "third task" in left
         with pytest.raises(ZcoderError, match="relayed message 2 no longer waits"):
-            b.backend.relay_control("approve 2")
+            b.backend.runner.relay_control("approve 2")
         assert await turn.run() is True
         assert "first task" in last_user_message(b.client)
         nursery.cancel_scope.cancel()
@@ -275,12 +275,12 @@ async def test_numbers_stay_when_a_message_ahead_is_claimed(short_tmp: Path) -> 
 async def test_a_message_id_names_a_waiting_message(short_tmp: Path) -> None:
     async with trio.open_nursery() as nursery:
         b = await held_three(short_tmp, nursery)
-        third = b.backend.relay.inbound.unrun()[2].message_id
-        (line,) = b.backend.relay_control(f"approve {third}")
+        third = b.backend.inbox.inbound.unrun()[2].message_id
+        (line,) = b.backend.runner.relay_control(f"approve {third}")
         assert line.startswith("Relayed message 3 from alpha (pid")
         assert line.endswith("approved: “third task”; it runs in its turn.")
         assert await b.backend.runner.run_relay_turn() is True
         assert "third task" in last_user_message(b.client)
         with pytest.raises(ZcoderError, match="relayed message 3 no longer waits"):
-            b.backend.relay_control(f"deny {third}")
+            b.backend.runner.relay_control(f"deny {third}")
         nursery.cancel_scope.cancel()

@@ -91,8 +91,8 @@ async def sender(nursery: trio.Nursery, root: Path) -> Instance:
 
 
 async def send(a: Instance, b: Receiver, message: str) -> str:
-    peer = next(p for p in await a.backend.relay.discover() if p.manifest.instance_id == b.id)
-    return (await a.backend.relay.deliver(peer, message)).status
+    peer = next(p for p in await a.backend.sends.discover() if p.manifest.instance_id == b.id)
+    return (await a.backend.sends.deliver(peer, message)).status
 
 
 async def test_a_message_waits_while_the_server_is_down_and_runs_when_it_is_up(
@@ -107,8 +107,8 @@ async def test_a_message_waits_while_the_server_is_down_and_runs_when_it_is_up(
             assert await b.backend.runner.run_relay_turn() is True
             # Not consumed: first in the queue again, shown as waiting for the model.
             assert len(os.listdir(b.inbox)) == 1
-            assert b.backend.relay_status() == ("on", 1)
-            assert b.backend.relay_waits_for_model() and not b.backend.runner.relay_runnable()
+            assert b.backend.inbox.status() == ("on", 1)
+            assert b.backend.inbox.waits_for_model() and not b.backend.runner.relay_runnable()
             assert [m.role for m in b.backend.agent.session.history] == []
             errors = [e.text for e in b.sink.entries() if e.role == "error"]
             assert len(errors) == 1 and "Ollama is not reachable" in errors[0]
@@ -117,26 +117,27 @@ async def test_a_message_waits_while_the_server_is_down_and_runs_when_it_is_up(
                 "it stays first in the queue and runs when the model answers again."
             )
             # A sender sees it before it sends (zcoder's model_state in the pong).
-            (peer,) = [p for p in await a.backend.relay.discover() if p.manifest.pid]
+            (peer,) = [p for p in await a.backend.sends.discover() if p.manifest.pid]
             assert peer.model == "unavailable"
             assert any("model unavailable" in line for line in await a.backend.list_agents())
             assert await send(a, b, "second") == "accepted"
             assert await b.backend.runner.check_model() != ""  # still down: still waiting
-            assert b.backend.relay_waits_for_model()
-            assert [u.task for u in b.backend.relay_unrun()] == ["rename users.name", "second"]
+            assert b.backend.inbox.waits_for_model()
+            b.backend.runner.sync_relay()  # what the worker does once woken: a query reads
+            assert [u.task for u in b.backend.inbox.unrun()] == ["rename users.name", "second"]
 
             with FakeOllama({"models": [MODEL]}, port=port) as fake:
                 assert await b.backend.runner.check_model() == ""
-                (peer,) = await a.backend.relay.discover()
+                (peer,) = await a.backend.sends.discover()
                 assert peer.model == "available"
-                assert b.backend.runner.relay_runnable() and not b.backend.relay_waits_for_model()
+                assert b.backend.runner.relay_runnable() and not b.backend.inbox.waits_for_model()
                 assert await b.backend.runner.run_relay_turn() is True
                 (request,) = relay_requests(fake)
                 assert "\nrename users.name\n" in request["messages"][-1]["content"]
                 # The failed attempt left no copy of the task in the history.
                 assert len(records(request)) == 1
-                assert b.backend.relay_status() == ("on", 1)
-                assert [u.task for u in b.backend.relay_unrun()] == ["second"]
+                assert b.backend.inbox.status() == ("on", 1)
+                assert [u.task for u in b.backend.inbox.unrun()] == ["second"]
             nursery.cancel_scope.cancel()
 
 
@@ -150,8 +151,8 @@ async def test_a_missing_model_holds_the_message_until_a_local_turn_reaches_the_
                 assert await send(a, b, "the task") == "accepted"
                 assert await b.backend.runner.run_relay_turn() is True
                 assert fake.wait_for_outcomes(1) == ["model_not_found"]
-                assert b.backend.relay_waits_for_model()
-                assert b.backend.relay_status() == ("on", 1)
+                assert b.backend.inbox.waits_for_model()
+                assert b.backend.inbox.status() == ("on", 1)
                 fake.set_script({"models": [MODEL], "responses": [{"chunks": [{"content": "ok"}]}]})
                 assert await b.backend.runner.run_turn("hello") == "answered"
                 assert b.backend.runner.relay_runnable()
@@ -160,7 +161,7 @@ async def test_a_missing_model_holds_the_message_until_a_local_turn_reaches_the_
                 assert fake.wait_for_outcomes(3) == ["model_not_found", "complete", "complete"]
                 assert len(records(refused)) == 1 and records(local) == []  # not kept
                 assert len(records(relayed)) == 1
-                assert b.backend.relay_status() == ("on", 0)
+                assert b.backend.inbox.status() == ("on", 0)
                 nursery.cancel_scope.cancel()
 
 
@@ -176,7 +177,7 @@ async def test_a_turn_that_reached_the_model_is_consumed_even_if_it_failed(
                 assert await b.backend.runner.run_relay_turn() is True
                 assert fake.wait_for_outcomes(1) == ["error_line"]
                 # At most once: the model may have acted on it, so it never runs again.
-                assert b.backend.relay_status() == ("on", 0) and os.listdir(b.inbox) == []
-                assert not b.backend.relay_waits_for_model()
-                assert b.backend.relay_unrun() == []
+                assert b.backend.inbox.status() == ("on", 0) and os.listdir(b.inbox) == []
+                assert not b.backend.inbox.waits_for_model()
+                assert b.backend.inbox.unrun() == []
                 nursery.cancel_scope.cancel()

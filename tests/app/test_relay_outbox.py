@@ -1,6 +1,6 @@
 """``RelayOutbox`` without sockets: each receipt line names its message and shows the answer
-once, a repeat makes no entry, a repeated cancel draws one notice and one receipt, and a
-receiver that left shows ``gone``."""
+once, a repeat makes no entry, and a receiver that left shows ``gone``. (A repeated cancel
+received: ``tests/relay/test_extension.py``.)"""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, cast
 
 import pytest
 
@@ -28,21 +27,8 @@ from zcoder.ui.render import render_event
 WHO = "digest (pid 42110)"
 
 
-class Receipts:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, str]] = []
-
-    def send(self, message: Any, state: str, detail: str = "", changed: str = "") -> None:
-        self.sent.append((message.message_id, state))
-
-
-class Spool:
-    def withdraw(self, message_id: str, sender_instance_id: str) -> str:
-        return "withdrawn"  # as the real spool answers a repeated cancel
-
-
-def outbox(receipts: Receipts | None = None) -> RelayOutbox:
-    return RelayOutbox(receipts=cast(Any, receipts or Receipts()), spool=lambda: cast(Any, Spool()))
+def outbox() -> RelayOutbox:
+    return RelayOutbox()
 
 
 def sent(box: RelayOutbox, n: int, body: str, receipts: bool = True) -> str:
@@ -61,7 +47,7 @@ def test_each_line_names_its_message_and_a_completed_one_shows_its_answer_once()
     sent(box, 1, "first")
     mid = sent(box, 2, "update weeklyDigest.ts so the totals use the new rates\nmore")
     for state, detail in [("started", ""), ("completed", "Updated it.\nTests pass.")]:
-        assert box.handle(receipt(mid, state, detail, "a.ts"), verified=True) == "accepted"
+        box.receipt(receipt(mid, state, detail, "a.ts"))
     started, completed = box.take_entries()
     name = '#2 "update weeklyDigest.ts so the totals us…"'
     assert started.meta["headline"] == f"⇄ {WHO} started your message {name}"
@@ -74,7 +60,7 @@ def test_each_line_names_its_message_and_a_completed_one_shows_its_answer_once()
 def test_a_short_outcome_says_which_message_and_why_in_the_headline() -> None:
     box = outbox()
     mid = sent(box, 1, "please wait")
-    box.handle(receipt(mid, "denied", "refused by the receiver's user"), verified=True)
+    box.receipt(receipt(mid, "denied", "refused by the receiver's user"))
     (denied,) = box.take_entries()
     assert denied.meta["headline"] == (
         f'⇄ {WHO} denied your message #1 "please wait": refused by the receiver\'s user'
@@ -86,7 +72,8 @@ def test_a_repeat_or_a_step_back_is_accepted_and_makes_no_entry() -> None:
     box = outbox()
     mid = sent(box, 1, "task")
     states = ["held", "held", "started", *["started"] * 500, "held", "completed", "started"]
-    assert {box.handle(receipt(mid, s), verified=True) for s in states} == {"accepted"}
+    for state in states:
+        box.receipt(receipt(mid, state))
     assert [e.meta["receipt"] for e in box.take_entries()] == ["held", "started", "completed"]
 
 
@@ -95,12 +82,12 @@ def test_a_task_that_waits_for_the_receivers_user_says_why_and_then_goes_on() ->
     mid = sent(box, 1, "run the tests")
     why = "asks its user to approve: make test"
     for state, detail in [("started", ""), ("waiting", why), ("waiting", why)]:
-        box.handle(receipt(mid, state, detail), verified=True)
+        box.receipt(receipt(mid, state, detail))
     (line,) = box.sent_lines()
     assert f"→ {WHO} · waiting (asks its user to approve: make test) ·" in line
     status = box.status_text(mid)
     assert status is not None and '"state": "waiting"' in status and why in status
-    box.handle(receipt(mid, "started", "nobody answered in 2 s (counted as no)"), verified=True)
+    box.receipt(receipt(mid, "started", "nobody answered in 2 s (counted as no)"))
     assert "· started ·" in box.sent_lines()[0]
     _, waiting, going_on = box.take_entries()  # the repeated ``waiting`` made none
     assert waiting.meta["headline"] == f'⇄ {WHO} waits on your message #1 "run the tests": {why}'
@@ -110,31 +97,21 @@ def test_a_task_that_waits_for_the_receivers_user_says_why_and_then_goes_on() ->
     )
 
 
-def test_a_state_this_version_does_not_know_is_accepted_and_changes_nothing() -> None:
+def test_a_state_this_version_does_not_know_changes_nothing() -> None:
     box = outbox()
     mid = sent(box, 1, "task")
-    assert box.handle(receipt(mid, "started"), verified=True) == "accepted"
-    assert box.handle(receipt(mid, "input_required", "a newer step"), verified=True) == "accepted"
+    box.receipt(receipt(mid, "started"))
+    box.receipt(receipt(mid, "input_required", "a newer step"))
     assert [e.meta["receipt"] for e in box.take_entries()] == ["started"]
     assert "· started ·" in box.sent_lines()[0]
-
-
-def test_a_repeated_cancel_is_answered_the_same_with_one_notice_and_one_receipt() -> None:
-    receipts = Receipts()
-    box = outbox(receipts)
-    cancel = Cancel(1, "cancel", f"{SENDER}-7", ME, SENDER, 42110, 0)
-    assert {box.handle(cancel, verified=True) for _ in range(500)} == {"withdrawn"}
-    assert receipts.sent == [(f"{SENDER}-7", "cancelled")]
-    (notice,) = box.take_entries()
-    assert "withdrawn by its sender" in notice.text
 
 
 async def test_a_receiver_that_left_shows_gone_and_is_not_asked_to_cancel() -> None:
     box = outbox()
     mid = sent(box, 1, "task")
     done = sent(box, 2, "other")
-    box.handle(receipt(mid, "started"), verified=True)
-    box.handle(receipt(done, "completed", "ok"), verified=True)
+    box.receipt(receipt(mid, "started"))
+    box.receipt(receipt(done, "completed", "ok"))
     asked: list[str] = []
 
     def gone(instance_id: str) -> bool:
@@ -198,9 +175,9 @@ def test_a_resumed_session_lists_what_it_sent_with_the_last_state_known() -> Non
     first = outbox()
     first.open_session("s1", [])
     events = [card(sent(first, n, f"task {n}"), f"task {n}", float(n)) for n in (1, 2, 3)]
-    first.handle(receipt(f"{ME}-1", "started"), verified=True)
-    first.handle(receipt(f"{ME}-2", "completed", "*Done*: it works.", "a.py\nb.py"), verified=True)
-    first.handle(receipt(f"{ME}-3", "failed", "no such file"), verified=True)
+    first.receipt(receipt(f"{ME}-1", "started"))
+    first.receipt(receipt(f"{ME}-2", "completed", "*Done*: it works.", "a.py\nb.py"))
+    first.receipt(receipt(f"{ME}-3", "failed", "no such file"))
     events += first.take_entries()
     events.insert(1, TranscriptEvent(role="relay", text="x", meta={"receipt": "started"}))
     events.append(events[0])  # a repeated card keeps its first entry and number
@@ -237,7 +214,7 @@ def test_each_session_has_its_own_sent_list_and_receipts_still_reach_the_others(
     mid = sent(box, 1, "in s1")
     box.open_session("s2", [])
     assert box.sent_lines() == ["No messages sent in this session yet."]
-    assert box.handle(receipt(mid, "completed", "done"), verified=True) == "accepted"
+    box.receipt(receipt(mid, "completed", "done"))
     (entry,) = box.take_entries()  # shown where the user is
     assert entry.meta["receipt"] == "completed"
     other = sent(box, 2, "in s2")
@@ -267,7 +244,7 @@ def test_a_receipts_answer_is_rendered_as_markdown_and_its_paths_as_written() ->
     box = outbox()
     mid = sent(box, 1, "fix the test")
     answer = "*I'm about to fix the test*\n\n- **one** thing"
-    box.handle(receipt(mid, "completed", answer, "my__init__.py"), verified=True)
+    box.receipt(receipt(mid, "completed", answer, "my__init__.py"))
     (entry,) = box.take_entries()
     fragments = render_event(entry, width=80)
     drawn = "".join(part[1] for part in fragments)

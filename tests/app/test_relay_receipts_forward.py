@@ -44,9 +44,9 @@ async def test_a_peer_repeating_receipts_and_cancels_leaves_one_entry_per_state(
 ) -> None:
     async with pair(short_tmp) as (a, b):
         assert await send(a, b, "update weeklyDigest.ts") == "accepted"
-        mid = a.backend.relay.outbox.outbox.entries()[0].message_id
+        mid = a.backend.sends.outbox.outbox.entries()[0].message_id
         assert await send(b, a, "b's own task, waiting in a's queue") == "accepted"
-        (b_sent,) = b.backend.relay.outbox.outbox.entries()
+        (b_sent,) = b.backend.sends.outbox.outbox.entries()
         a_socket = Path(load_manifest(short_tmp / "agents", a.id).socket)
         events = len(a.backend.agent.session.events)
         # b is registered and verified: every receipt is its own, for a message sent to it.
@@ -68,7 +68,7 @@ async def test_a_peer_repeating_receipts_and_cancels_leaves_one_entry_per_state(
         assert [e.meta["receipt"] for e in receipts(a)] == ["held", "started", "completed"]
         withdrawn = [e for e in a.sink.entries() if "withdrawn by its sender" in e.text]
         assert len(withdrawn) == 1
-        assert len(a.backend.agent.session.events) == events + 4  # 3 receipts, 1 notice
+        assert len(a.backend.agent.session.events) == events + 3  # the receipts (kept)
         assert state_of(a, mid) == "completed"
         # One cancelled receipt went back to b, however often it cancelled.
         await reported(b, b_sent.message_id, "cancelled")
@@ -80,7 +80,7 @@ async def test_a_peer_repeating_receipts_and_cancels_leaves_one_entry_per_state(
 async def test_a_receiver_that_left_without_a_final_receipt_shows_gone(short_tmp: Path) -> None:
     async with pair(short_tmp) as (a, b):
         assert await send(a, b, "a long task") == "accepted"
-        mid = a.backend.relay.outbox.outbox.entries()[0].message_id
+        mid = a.backend.sends.outbox.outbox.entries()[0].message_id
         a_socket = Path(load_manifest(short_tmp / "agents", a.id).socket)
         assert await requests(a_socket, receipt(b, a, mid, "started"), 1) == {"accepted"}
         await reported(a, mid, "started")

@@ -25,7 +25,7 @@ async def test_a_receipt_that_cannot_be_written_neither_crashes_nor_runs_again(
         assert await b.backend.runner.run_relay_turn() is True
         # Settled all the same: nothing waits, nothing runs twice, no spin on a ghost; a
         # done/ that is not a directory is damage, so the relay goes, told once.
-        assert b.backend.relay_status() == ("unavailable", 0)
+        assert b.backend.inbox.status() == ("unavailable", 0)
         assert not b.backend.runner.relay_runnable()
         assert await b.backend.runner.run_relay_turn() is False
         assert len(b.client.requests) == 1
@@ -45,7 +45,7 @@ async def test_an_outer_cancel_mid_relayed_turn_settles_it_and_leaves_a_valid_hi
             await trio.testing.wait_all_tasks_blocked()
             assert len(b.client.requests) == 1
             nursery.cancel_scope.cancel()
-        assert b.backend.relay_status() == ("on", 0)
+        assert b.backend.inbox.status() == ("on", 0)
         assert await b.backend.runner.run_relay_turn() is False
         history = b.backend.agent.session.history
         assert [m.role for m in history] == ["user", "assistant"]

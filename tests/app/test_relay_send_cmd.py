@@ -47,7 +47,7 @@ async def test_send_by_label_delivers_without_a_model_or_a_question(short_tmp: P
         assert kept.meta["to"] == b.id and kept.meta["first_line"] == "run the tests"
         (line,) = a.backend.relay_sent()
         assert line.startswith(f"  1. {kept.meta['message_id']} → beta (pid {os.getpid()})")
-        assert b.backend.relay_status() == ("on", 1)
+        assert b.backend.inbox.status() == ("on", 1)
         assert queued(b) == ["run the tests\nand fix what fails"]
 
 
@@ -61,7 +61,7 @@ async def test_send_by_exact_id_and_bare_label(short_tmp: Path) -> None:
 
 async def test_a_refused_send_is_a_not_delivered_card(short_tmp: Path) -> None:
     async with pair(short_tmp) as (a, b):
-        b.backend.relay_control("pause")
+        b.backend.runner.relay_control("pause")
         await a.backend.send_message("@beta anything")
         why = "beta is paused: it refuses new messages until it is resumed"
         ((_, state, summary),) = cards(a)
@@ -87,7 +87,7 @@ async def test_bad_sends_are_refused_and_send_nothing(
         with pytest.raises(ZcoderError) as err:
             await a.backend.send_message(args)
         assert error in str(err.value)
-        assert cards(a) == [] and b.backend.relay_status() == ("on", 0)
+        assert cards(a) == [] and b.backend.inbox.status() == ("on", 0)
         nursery.cancel_scope.cancel()
 
 
@@ -100,7 +100,7 @@ async def test_agent_names_label_instances_and_a_shared_one_is_ambiguous(
         c = await start(nursery, short_tmp, "gamma", agent_name="reviewer")
         d = await start(nursery, short_tmp, "delta", agent_name="docs.writer")
         projects = {
-            p.manifest.instance_id: p.manifest.project for p in await a.backend.relay.discover()
+            p.manifest.instance_id: p.manifest.project for p in await a.backend.sends.discover()
         }
         assert projects == {b.id: "reviewer", c.id: "reviewer", d.id: "docs.writer"}
         assert any("reviewer" in line for line in await a.backend.list_agents())
@@ -108,7 +108,7 @@ async def test_agent_names_label_instances_and_a_shared_one_is_ambiguous(
             await a.backend.send_message("@reviewer look")
         text = str(err.value)
         assert "2 live instances are named @reviewer" in text and b.id in text and c.id in text
-        assert b.backend.relay_status() == c.backend.relay_status() == ("on", 0)
+        assert b.backend.inbox.status() == c.backend.inbox.status() == ("on", 0)
         await a.backend.send_message("@docs.writer document it")
         assert queued(d) == ["document it"]
         # Tab offers the last discovery: the unique label, the ids of the shared one.
@@ -132,7 +132,7 @@ async def test_the_peer_refresh_discovers_when_asked(short_tmp: Path) -> None:
         done = trio.Event()
 
         async def discover() -> list[Peer]:
-            peers = await a.backend.relay.discover()  # what the backend's refresh calls
+            peers = await a.backend.sends.discover()  # what the backend's refresh calls
             done.set()
             return peers
 
@@ -144,4 +144,4 @@ async def test_the_peer_refresh_discovers_when_asked(short_tmp: Path) -> None:
                 await done.wait()
             nursery.cancel_scope.cancel()
         assert a.backend.send_targets() == ["@beta"]
-        assert b.id in a.backend.relay.label(b.id)
+        assert b.id in a.backend.sends.label(b.id)

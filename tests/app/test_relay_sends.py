@@ -38,7 +38,7 @@ async def test_a_paused_receiver_s_refusal_is_shown_and_told_as_not_delivered(
     short_tmp: Path,
 ) -> None:
     async with pair(short_tmp, "y") as (a, b):
-        b.backend.relay_control("pause")
+        b.backend.runner.relay_control("pause")
         await model_sends(a, (b.id, "refused task"))
         why = "beta is paused: it refuses new messages until it is resumed"
         (result,) = send_results(a)
@@ -48,7 +48,7 @@ async def test_a_paused_receiver_s_refusal_is_shown_and_told_as_not_delivered(
         assert card.target == f"beta (pid {os.getpid()}) · {b.id}"
         (entry,) = [e for e in a.sink.entries() if e.meta.get("name") == SEND]
         assert (entry.meta["state"], entry.text) == ("undelivered", why)
-        assert b.backend.relay_status() == ("paused", 0)  # nothing was stored
+        assert b.backend.inbox.status() == ("paused", 0)  # nothing was stored
         # Drawn again from the session (a resume, /sessions N): still not delivered.
         (saved,) = [e for e in a.backend.session_events() if e.meta.get("name") == SEND]
         assert saved.meta["state"] == "undelivered"
@@ -87,7 +87,7 @@ async def test_a_send_that_cannot_go_is_refused_without_a_question(short_tmp: Pa
         assert [card.state for card in send_cards(a) if card.state != "pending"] == [
             "undelivered"
         ] * 6
-        assert b.backend.relay_status() == ("on", 0)
+        assert b.backend.inbox.status() == ("on", 0)
         nursery.cancel_scope.cancel()
 
 
@@ -100,9 +100,9 @@ async def test_a_blank_message_is_refused_without_a_question(short_tmp: Path) ->
 
 async def test_the_question_shows_the_state_a_fresh_ping_found(short_tmp: Path) -> None:
     async with pair(short_tmp, "n", "n") as (a, b):
-        b.backend.relay_control("pause")
+        b.backend.runner.relay_control("pause")
         await model_sends(a, (b.id, "while paused"))
-        b.backend.relay_control("resume")
+        b.backend.runner.relay_control("resume")
         b.client.replies = [[HANG]]
         async with trio.open_nursery() as nursery:
             nursery.start_soon(b.backend.runner.run_turn, "a long local task")

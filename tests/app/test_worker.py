@@ -173,12 +173,12 @@ async def receiver(
 
 
 async def deliver(a: Instance, b: Receiver, message: str) -> str:
-    peer = next(p for p in await a.backend.relay.discover() if p.manifest.instance_id == b.id)
-    return (await a.backend.relay.deliver(peer, message)).status
+    peer = next(p for p in await a.backend.sends.discover() if p.manifest.instance_id == b.id)
+    return (await a.backend.sends.deliver(peer, message)).status
 
 
 def sent_ids(a: Instance) -> list[str]:
-    return [s.message_id for s in a.backend.relay.outbox.outbox.entries()]
+    return [s.message_id for s in a.backend.sends.outbox.outbox.entries()]
 
 
 async def test_a_local_prompt_runs_as_a_turn_and_its_answer_is_shown(short_tmp: Path) -> None:
@@ -212,7 +212,7 @@ async def test_a_relayed_message_runs_on_its_own_and_its_sender_gets_receipts(
         (mid,) = sent_ids(a)
         await reported(a, mid, "completed")
         assert [e.meta["receipt"] for e in receipts(a)] == ["started", "completed"]
-        assert b.core.backend.relay_status() == ("on", 0)
+        assert b.core.backend.inbox.status() == ("on", 0)
         nursery.cancel_scope.cancel()
 
 
@@ -228,14 +228,14 @@ async def test_one_relayed_message_runs_before_each_local_item(short_tmp: Path) 
         assert [await deliver(a, b, m) for m in ("relayed-one", "relayed-two")] == ["accepted"] * 2
         await b.tell(Prompt("local-two"), Prompt("local-three"))
         await trio.testing.wait_all_tasks_blocked()
-        assert b.core.backend.relay_status() == ("on", 2)
+        assert b.core.backend.inbox.status() == ("on", 2)
         gate.release.set()
         await b.turns(5)
         assert b.began() == ["", "alpha", "", "alpha", ""]
         topics = ("local-one", "local-two", "local-three", "relayed-one", "relayed-two")
         order = [topic for topic, _ in groupby(b.asked(*topics))]  # a turn asks once or more
         assert order == ["local-one", "relayed-one", "local-two", "relayed-two", "local-three"]
-        assert b.core.backend.relay_status() == ("on", 0)
+        assert b.core.backend.inbox.status() == ("on", 0)
         nursery.cancel_scope.cancel()
 
 
@@ -261,10 +261,10 @@ async def test_escape_on_a_relayed_turn_stops_relayed_work_until_resume(short_tm
 
         # Nothing claimed; new messages are still accepted; local prompts still run.
         await trio.testing.wait_all_tasks_blocked()
-        assert len(b.client.requests) == 1 and b.core.backend.relay_status() == ("on", 2)
+        assert len(b.client.requests) == 1 and b.core.backend.inbox.status() == ("on", 2)
         assert await deliver(a, b, "relayed-four") == "accepted"
         await trio.testing.wait_all_tasks_blocked()
-        assert len(b.client.requests) == 1 and b.core.backend.relay_status() == ("on", 3)
+        assert len(b.client.requests) == 1 and b.core.backend.inbox.status() == ("on", 3)
         await b.tell(Prompt("local-one"))
         await b.next(TurnEnded)
         await trio.testing.wait_all_tasks_blocked()
@@ -283,7 +283,7 @@ async def test_escape_on_a_relayed_turn_stops_relayed_work_until_resume(short_tm
             "relayed-three",
             "relayed-four",
         ]
-        assert b.core.backend.relay_status() == ("on", 0)
+        assert b.core.backend.inbox.status() == ("on", 0)
         nursery.cancel_scope.cancel()
 
 
@@ -367,7 +367,7 @@ async def test_a_relayed_message_that_missed_the_model_runs_once_it_answers(
         await b.next(TurnEnded)
         assert b.began() == ["alpha"]
         backend = b.core.backend
-        assert backend.relay_status() == ("on", 1) and backend.relay_waits_for_model()
+        assert backend.inbox.status() == ("on", 1) and backend.inbox.waits_for_model()
         system = [e.text for e in b.entries() if e.role == "system"]
         assert system[-1].endswith(
             "did not reach the model: it stays first in the queue and runs when the model "
@@ -376,7 +376,7 @@ async def test_a_relayed_message_that_missed_the_model_runs_once_it_answers(
         assert await deliver(a, b, "second") == "accepted"
         await trio.testing.wait_all_tasks_blocked()
         assert b.began() == ["alpha"]  # nothing claimed while the model is down
-        assert [u.task for u in backend.relay_unrun()] == ["rename users.name", "second"]
+        assert [u.task for u in backend.inbox.unrun()] == ["rename users.name", "second"]
 
         b.client.down = False
         b.client.replies = [text("done")]
@@ -390,7 +390,7 @@ async def test_a_relayed_message_that_missed_the_model_runs_once_it_answers(
             "rename users.name",
             "second",
         ]
-        assert backend.relay_status() == ("on", 0) and not backend.relay_waits_for_model()
+        assert backend.inbox.status() == ("on", 0) and not backend.inbox.waits_for_model()
         first = sent_ids(a)[0]
         await reported(a, first, "completed")
         assert [e.meta["receipt"] for e in receipts(a) if e.meta["message_id"] == first] == [
@@ -410,15 +410,15 @@ async def test_the_probe_runs_a_message_that_missed_the_model_once_it_answers(
         await b.next(ServerState)
         assert await deliver(a, b, "rename users.name") == "accepted"
         await b.next(TurnEnded)
-        assert b.core.backend.relay_waits_for_model()
+        assert b.core.backend.inbox.waits_for_model()
         checks = b.client.checks
         await trio.sleep(10)  # the probe checks and finds the server still down
         assert b.client.checks > checks
-        assert b.began() == ["alpha"] and b.core.backend.relay_waits_for_model()
+        assert b.began() == ["alpha"] and b.core.backend.inbox.waits_for_model()
         b.client.down = False
         b.client.replies = [text("done")]
         await b.next(TurnEnded)
         assert b.began() == ["alpha", "alpha"]
         assert b.asked("rename users.name") == ["rename users.name"] * 2
-        assert b.core.backend.relay_status() == ("on", 0)
+        assert b.core.backend.inbox.status() == ("on", 0)
         nursery.cancel_scope.cancel()

@@ -218,7 +218,7 @@ class Senders:
         """Hand ``text`` to the receiver (stored: ``accepted``) and wait for its final
         receipt; fails, showing the receiver's screen, if none comes in time."""
         sender = await self._sender()
-        relay = sender.backend.relay
+        relay = sender.backend.sends
         pid = self._receiver.app.app_pid
         (peer,) = [p for p in await relay.discover() if p.manifest.pid == pid]
         ack = await relay.deliver(peer, text)

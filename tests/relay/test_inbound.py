@@ -27,6 +27,7 @@ from zcoder.relay.inbound import (
     Settle,
     Tell,
     WaitsForModel,
+    Withdrawn,
     sender_label,
 )
 from zcoder.relay.settings import InboundMode
@@ -318,7 +319,7 @@ def test_an_unreached_turn_is_put_back_first_and_waits_for_the_model() -> None:
     inbound = make()
     arrive(inbound, 1)
     claimed = claim(inbound, 1)
-    assert inbound.unreached() == [PutBack(claimed)]
+    assert inbound.unreached() == PutBack(claimed)
     assert inbound.running is claimed  # until the spool answers
     assert not inbound.runnable()
     arrive(inbound, 2)  # newer messages arrive meanwhile
@@ -657,6 +658,22 @@ def test_left_forgets_a_waiting_or_held_message() -> None:
     inbound.left(mid(1))  # twice, or never known: nothing
     inbound.left(mid(99))
     assert inbound.waiting() == 1
+    with pytest.raises(CommandError, match="relayed message 2 no longer waits"):
+        inbound.approve("2")
+
+
+def test_a_withdrawn_message_is_forgotten_told_cancelled_and_shown() -> None:
+    inbound = make()
+    arrive(inbound, 1)
+    arrive(inbound, 2, verified=False)
+    inbound.claimed(None)  # stale: a withdrawal is a change
+    assert inbound.withdrawn(mid(2)) == [
+        Tell(envelope(2), "cancelled", "withdrawn by its sender before it ran"),
+        Withdrawn(2, mid(2), "alpha (pid 101)"),
+    ]
+    assert (inbound.waiting(), inbound.held()) == (1, 0) and inbound.runnable()
+    assert inbound.withdrawn(mid(2)) == []  # told once
+    assert inbound.withdrawn(mid(9)) == []  # never known here
     with pytest.raises(CommandError, match="relayed message 2 no longer waits"):
         inbound.approve("2")
 

@@ -33,8 +33,28 @@ from zcoder.ui.status import Status, render_status
 from zcoder.ui.terminal import Terminal
 
 
+class FakeInbox:
+    """The UI's ``RelayView`` of the fake: its queries read the fake backend."""
+
+    def __init__(self, backend: FakeBackend) -> None:
+        self._backend = backend
+
+    def status(self) -> tuple[str, int]:
+        return self._backend.relay_status()
+
+    def waits_for_model(self) -> bool:
+        return self._backend.relay_waits_for_model()
+
+    def unrun(self) -> list[Unrun]:
+        return self._backend.relay_unrun()
+
+    def query(self, action: str) -> list[str]:
+        return self._backend.relay_control(action)
+
+
 class FakeBackend:
     def __init__(self) -> None:
+        self.inbox = FakeInbox(self)
         self.model = "m:1"
         self.session_id = "s1"
         self.session_title = "New session"
@@ -61,8 +81,12 @@ class FakeBackend:
         self.approver: ApprovalLine | None = None
         self._scope: trio.CancelScope | None = None
 
-    def mcp_lines(self) -> list[str]:
+    def lines(self) -> list[str]:  # ``/mcp`` (the fake is its own ``mcp`` view)
         return ["demo: ready"]
+
+    @property
+    def mcp(self) -> FakeBackend:
+        return self
 
     async def run_turn(self, text: str) -> str:
         assert self.sink is not None and self.approver is not None

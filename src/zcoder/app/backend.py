@@ -4,9 +4,11 @@ relay; it makes the worker's ``TurnRunner`` (``runner``) over the same agent.
 Part of the app wiring (floor 5): it knows the agent and answers the UI in the UI's terms
 (one-line problems as ``ZcoderError``, ``SessionRow``). Sessions and model switching are
 here (a session brings its own sent list: ``RelayOutbox.open_session``); the turns (user
-and relayed) are the runner's, and every relayed message's state is the relay link's
-(``RelayLink.inbound``). Made once, with the approver and the sink the agent reports to
-(no later attaching).
+and relayed) are the runner's. The relay is three objects, one per job: ``relay``
+(``RelayLink``, the edge that reaches the service and the spool), ``sends`` (what this
+instance sends) and ``inbox`` (``RelayInbox``, the worker's feeder of the inbound machine,
+which owns every relayed message's state). Made once, with the approver and the sink the
+agent reports to (no later attaching).
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ import trio
 from zcoder.agent.agent import Agent
 from zcoder.agent.model import ModelClient
 from zcoder.app.relay.asking import ExpiringQuestions
+from zcoder.app.relay.inbox import RelayInbox
 from zcoder.app.relay.labels import SendLabels
 from zcoder.app.relay.link import RelayLink
 from zcoder.app.relay.receipts import ChangeRecorder
 from zcoder.app.relay.send import SEND_CARD, PeerRefresh, send_command
+from zcoder.app.relay.sends import Sends
 from zcoder.app.relay.sent import cancel_sent, farewell, sent_lines
 from zcoder.app.runner import TurnRunner
 from zcoder.app.server import ModelServer
@@ -42,7 +46,7 @@ from zcoder.session.store import Session, SessionStore, SessionSummary
 from zcoder.tools.base import Tool
 from zcoder.tools.registry import Toolbox, core_tools
 from zcoder.tools.relay_tools import SEND_AGENT_MESSAGE
-from zcoder.ui.backend import SessionRow, Unrun
+from zcoder.ui.backend import SessionRow
 
 __all__ = ["AgentBackend"]
 
@@ -114,29 +118,40 @@ class AgentBackend:
         self._relay_tools: list[Tool] = []
         self._mcp_tools: list[Tool] = []
         self.mcp = McpLink(config.home, config.workspace, self.offer_mcp_tools)
-        self.relay = RelayLink(config, runtime_dir, self._offer_relay_tools)
+        self.relay = RelayLink(config, runtime_dir)
+        self.sends = Sends(self.relay)
+        self.inbox = RelayInbox(self.relay, self.sends)
         # The sent list is the session's: a resumed one's is rebuilt from its transcript.
-        self.relay.outbox.open_session(session.id, session.events)
-        self.peer_refresh = PeerRefresh(self.relay.discover)
+        self.sends.outbox.open_session(session.id, session.events)
+        self.peer_refresh = PeerRefresh(self.sends.discover)
         self._sink = sink
-        changes = ChangeRecorder(_SendCardLabels(sink, self.relay.card_label))
+        changes = ChangeRecorder(_SendCardLabels(sink, self.sends.card_label))
         self.session_ids: list[str] = []
-        self._agent = Agent(
+        self.agent = Agent(
             config=config,
             client=client,
             toolbox=self._toolbox,
             approver=SendLabels(
-                ExpiringQuestions(approver, self.relay, config.relay.question_timeout), self.relay
+                ExpiringQuestions(approver, self.inbox, config.relay.question_timeout), self.sends
             ),
             store=store,
             session=session,
             sink=changes,
             checkpoints=Checkpoints(config.home, config.workspace, config.checkpoints),
         )
-        if self._agent.model != config.model and not config.resume:
-            self._agent.set_model(config.model)
-        self.server = ModelServer(config, client, lambda: self._agent.model)
-        self.runner = TurnRunner(self._agent, self.relay, self.server, sink, changes)
+        if self.agent.model != config.model and not config.resume:
+            self.agent.set_model(config.model)
+        self.server = ModelServer(config, client, lambda: self.agent.model)
+        self.runner = TurnRunner(
+            self.agent,
+            self.relay,
+            self.inbox,
+            self.server,
+            sink,
+            changes,
+            self._offer_relay_tools,
+            self.sends.tools,
+        )
 
     def _offer_relay_tools(self, extra: Sequence[Tool]) -> None:
         """The core tools, plus the relay tools exactly while the relay is available."""
@@ -148,22 +163,11 @@ class AgentBackend:
         self._mcp_tools = list(tools)
         self._set_tools()
 
-    async def start_mcp(self, nursery: trio.Nursery, notice: Callable[[str], None]) -> None:
-        """Start the configured MCP servers in the root nursery (returns at once)."""
-        await self.mcp.start(nursery, notice)
-
-    def mcp_lines(self) -> list[str]:
-        return self.mcp.lines()
-
     def _set_tools(self) -> None:
         tools = [*self._core_tools, *self._relay_tools, *self._mcp_tools]
         if self._toolbox.names() != [tool.spec.name for tool in tools]:
             self._toolbox = Toolbox(tools)
-            self._agent.set_toolbox(self._toolbox)
-
-    @property
-    def agent(self) -> Agent:
-        return self._agent
+            self.agent.set_toolbox(self._toolbox)
 
     @property
     def model(self) -> str:
@@ -202,11 +206,6 @@ class AgentBackend:
     async def context_lines(self) -> list[str]:
         return await self.agent.context_lines()
 
-    @property
-    def models(self) -> list[str]:
-        """The models of the last listing (what Tab offers after ``/model``)."""
-        return self.server.models
-
     async def list_models(self) -> list[str]:
         return await self.server.list_models()
 
@@ -216,14 +215,14 @@ class AgentBackend:
     def set_model(self, name: str) -> None:
         self.agent.set_model(name)
         self.relay.refresh(model=name)
-        self.relay.inbound.model_answered()  # another model: worth trying the waiting ones
+        self.inbox.model_answered()  # another model: worth trying the waiting ones
 
     def _leave(self, new: Session) -> None:
         old = self.agent.session
         if old.history:
             self._save(old)
         self.agent.switch_session(new)
-        self.relay.outbox.open_session(new.id, new.events)
+        self.sends.outbox.open_session(new.id, new.events)
         self._store.release(old)
         self.relay.refresh(session_id=new.id, model=self.model)
 
@@ -253,57 +252,39 @@ class AgentBackend:
         """Start the relay in ``root`` (it is optional); ``""`` or why it is unavailable."""
         return await self.relay.start(root, model=self.model, session_id=self.session_id)
 
-    def relay_waits_for_model(self) -> bool:
-        return self.relay.inbound.waits_for_model()
-
-    def relay_unrun(self) -> list[Unrun]:
-        return self.relay.unrun()
-
-    def relay_status(self) -> tuple[str, int]:
-        return self.relay.status()
-
     async def list_agents(self) -> list[str]:
-        return await self.relay.list_lines()
-
-    def relay_control(self, action: str) -> list[str]:
-        """``/agents`` and ``/agents inbox`` (what changes what runs goes through the
-        worker: ``TurnRunner.relay_control``); the lines to show."""
-        return self.runner.relay_control(action)
+        return await self.sends.list_lines()
 
     async def send_message(self, args: str) -> None:
         """``/send TARGET TEXT``: deliver it now (no turn) and show and keep its card."""
-        event = await send_command(self.relay, args)
+        event = await send_command(self.sends, args)
         self.agent.session.events.append(event)
-        self._show(event)
+        self._sink.emit(Entry(event))
 
     def send_targets(self) -> list[str]:
         """What Tab offers after ``/send ``: from the last discovery, no I/O."""
-        return target_completions(self.relay.known_peers())
+        return target_completions(self.sends.known_peers())
 
     def send_target_descriptions(self) -> dict[str, str]:
         """What the Tab menu shows beside each target (label, pid, workspace): from the
         last discovery, no I/O."""
-        return target_descriptions(self.relay.known_peers())
+        return target_descriptions(self.sends.known_peers())
 
     def relay_sent(self) -> list[str]:
         """``/agents sent``: the messages sent in this session, with their latest state."""
-        return sent_lines(self.relay)
+        return sent_lines(self.relay, self.sends)
 
     async def relay_cancel(self, ref: str) -> str:
-        """``/agents cancel REF``: withdraw a message this instance sent; the line to show."""
-        return await cancel_sent(self.relay, ref)
-
-    def relay_close_intake(self) -> None:
-        """On the way out, first: accept and claim no more relayed messages."""
-        self.relay.close_intake()
+        """``/agents cancel REF``: withdraw a message this instance sent; the line to show
+        (its entry, when the receiver withdrew it, is kept and shown)."""
+        line = await cancel_sent(self.relay, self.sends, ref)
+        self.runner.show_entries()
+        return line
 
     async def relay_farewell(self) -> bool:
         """On the way out, before the relay shuts down: ``dropped`` to the senders of the
         messages that will not run (bounded); ``False`` when they could not be told."""
-        return await farewell(self.relay)
-
-    def _show(self, event: TranscriptEvent) -> None:
-        self._sink.emit(Entry(event))
+        return await farewell(self.relay, self.inbox)
 
     def _save(self, session: Session) -> bool:
         try:

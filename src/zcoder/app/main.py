@@ -314,7 +314,7 @@ def _completions(
         schedule(backend.peer_refresh.ask)
     return complete(
         text,
-        models=backend.models,
+        models=backend.server.models,
         sessions=[*numbers, *backend.session_ids],
         agents=backend.send_targets(),
     )
@@ -345,7 +345,7 @@ async def _run_root(
             _log.warning("relay unavailable: %s", problem)
             controller.view.notice(f"Relay unavailable: {problem}")
         # MCP servers: each in its own task of the root nursery, stopped with it.
-        await backend.start_mcp(root, controller.view.notice)
+        await backend.mcp.start(root, controller.view.notice)
         root.start_soon(backend.peer_refresh.run)
         backend.peer_refresh.ask()  # so that the first Tab after /send has peers to offer
         await root.start(core.worker.run)
@@ -356,8 +356,9 @@ async def _run_root(
         finally:
             # Before the root scope's cancel reaches the relay, which removes the spool;
             # intake closed first, so that no message is accepted or claimed after the list.
-            backend.relay_close_intake()
-            state.dropped = backend.relay_unrun()
+            backend.relay.close_intake()
+            core.worker.last_sync()  # what came since the worker last looked is listed too
+            state.dropped = backend.inbox.unrun()
             state.told = await backend.relay_farewell()  # bounded, shielded: ``dropped``
         root.cancel_scope.cancel()
 

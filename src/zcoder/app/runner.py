@@ -1,20 +1,21 @@
 """The worker's ``WorkBackend``: the turns it runs (the user's and the relayed ones), the
 model checks between them, and the relay's changes it follows.
 
-The state of every incoming message is the relay link's ``Inbound`` machine; this object
-only runs what the machine lets run, tells it what became of the turn (reached the model,
-ended with an outcome, never reached it) and has the link perform what that causes: it
-keeps no relay state of its own.
+The state of every incoming message is the ``Inbound`` machine, fed by the worker's
+``RelayInbox``; this object only runs what the machine lets run and tells the inbox what
+became of the turn (reached the model, ended with an outcome, never reached it): it keeps
+no relay state of its own.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from zcoder.agent.agent import Agent, RelaySender, TurnRequest
 from zcoder.agent.turns import TurnOutcome
+from zcoder.app.relay.inbox import RelayInbox
 from zcoder.app.relay.link import RelayLink
 from zcoder.app.relay.receipts import ChangeRecorder, final_state
 from zcoder.app.server import ModelServer
@@ -22,8 +23,8 @@ from zcoder.app.worker import NOT_SENT, RelayTurn
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import ModelError
 from zcoder.live import Entry, TurnSink
-from zcoder.relay.inbound import Effect
 from zcoder.relay.spool.store import Claimed
+from zcoder.tools.base import Tool
 from zcoder.ui.agents_text import stopped_notice
 from zcoder.ui.inbound_text import Say
 
@@ -39,13 +40,18 @@ class TurnRunner:
         self,
         agent: Agent,
         relay: RelayLink,
+        inbox: RelayInbox,
         server: ModelServer,
         sink: TurnSink,
         changes: ChangeRecorder,
+        on_tools: Callable[[Sequence[Tool]], None],
+        tools: Sequence[Tool],
     ) -> None:
         self._agent = agent
         self._relay = relay
-        self._inbound = relay.inbound
+        self._inbox = inbox
+        self._on_tools = on_tools
+        self._tools = tools
         self._server = server
         self._sink = sink
         self._changes = changes
@@ -53,7 +59,7 @@ class TurnRunner:
     # -- turns ----------------------------------------------------------------------------
 
     async def run_turn(self, text: str) -> str:
-        self._inbound.local_turn()  # the user is in the loop again
+        self._inbox.local_turn()  # the user is in the loop again
         self._relay.refresh(state="busy")
         try:
             outcome = await self._agent.run_turn(TurnRequest("user", text))
@@ -99,22 +105,22 @@ class TurnRunner:
         """What this instance now knows of its model server: relayed messages that waited
         for it may run, and a pong tells the senders (zcoder's ``model_state``)."""
         if answers:
-            self._inbound.model_answered()
+            self._inbox.model_answered()
         self._relay.model_available(answers)
 
     # -- relayed turns --------------------------------------------------------------------
 
     def relay_runnable(self) -> bool:
         """A relayed message may be claimed now (a query: it changes nothing)."""
-        return self._relay.runnable()
+        return self._inbox.runnable()
 
     def relay_waits_for_model(self) -> bool:
-        return self._inbound.waits_for_model()
+        return self._inbox.waits_for_model()
 
     def claim_relay(self) -> RelayTurn | None:
         """Claim the oldest runnable relayed message (showing the quarantine reports); the
         turn to run it, or ``None`` when another claimer was faster or the claim failed."""
-        claimed, shown = self._relay.claim()
+        claimed, shown = self._inbox.claim()
         self._say(shown)
         if claimed is None:
             return None
@@ -131,45 +137,46 @@ class TurnRunner:
         nothing of it ran: it goes back first in the queue and waits for the model."""
         self._relay.refresh(state="busy")
         self._changes.start()
-        effects: list[Effect] | None = None
+        ended = False
         try:
             request = TurnRequest("relay", *_sender(claimed))
             outcome = await self._agent.run_turn(request, on_reach=self._reached)
-            effects = self._ended(outcome)
+            self._relay.refresh(state="ready")
+            self._say(self._ended(outcome))
+            ended = True
             _log.debug("relayed turn %s ended: %s", claimed.envelope.message_id, outcome.status)
         finally:
-            if effects is None:  # an error of ours, or the whole app is going
-                effects = self._inbound.abandoned()
-            self._relay.refresh(state="ready")
-            self._say(self._relay.perform(effects))
+            if not ended:  # an error of ours, or the whole app is going
+                self._relay.refresh(state="ready")
+                self._say(self._inbox.abandoned())
         return True
 
     def _reached(self) -> None:
         # Only a turn that reached the model has started the message.
         self._relay.model_available(True)
-        self._say(self._relay.perform(self._inbound.reached()))
+        self._say(self._inbox.reached())
 
-    def _ended(self, outcome: TurnOutcome) -> list[Effect]:
+    def _ended(self, outcome: TurnOutcome) -> list[Say]:
         if outcome.status == "error" and not outcome.reached_model:
             self._relay.model_available(False)
-            return self._inbound.unreached()
+            return self._inbox.unreached()
         state, detail = final_state(outcome)
-        return self._inbound.finished(
+        return self._inbox.finished(
             state, detail, self._changes.changed(self._agent.turn_changes)
         )
 
     def stop_relay(self) -> str:
         """Escape stopped a relayed turn: the notice to show after it, or ``""`` when no
         relayed message waits (nothing to stop)."""
-        waiting = self._inbound.stop()
+        waiting = self._inbox.stop()
         return stopped_notice(waiting) if waiting else ""
 
     def relay_stopped(self) -> bool:
-        return self._inbound.stopped
+        return self._inbox.stopped
 
     def relay_control(self, action: str) -> list[str]:
         """``/agents ACTION`` as the worker runs it (what may run changes); the lines."""
-        lines, shown = self._relay.control(action)
+        lines, shown = self._inbox.change(action)
         self._say(shown)
         return lines
 
@@ -180,10 +187,16 @@ class TurnRunner:
         await self._relay.wait_for_change()
 
     def sync_relay(self) -> None:
-        """Take in what changed: the new messages (held ones are told), the relay's
-        problem lines, the receipts that arrived for what this instance sent."""
-        self._say(self._relay.sync())
-        for event in self._relay.outbox.take_entries():
+        """Take in what changed: the relay tools while the relay is available, the new
+        messages (held ones are told), the relay's problem lines, the receipts that
+        arrived for what this instance sent."""
+        self._on_tools(self._tools if self._relay.available else [])
+        self._say(self._inbox.sync())
+        self.show_entries()
+
+    def show_entries(self) -> None:
+        """The sent list's new entries (receipts, withdrawals): kept and shown."""
+        for event in self._inbox.sent_entries():
             self._agent.session.events.append(event)  # a receipt is part of the session
             self._show(event)
 

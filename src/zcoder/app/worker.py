@@ -261,6 +261,11 @@ class TurnWorker:
         self._send(Refresh())
 
     # -- the relay and the model ----------------------------------------------------------
+    def last_sync(self) -> None:
+        """On the way out, after the relay's intake closed: take in what changed since the
+        last look, so that what will not run is known whole."""
+        self._backend.sync_relay()
+
     async def _follow_relay(self) -> None:
         while True:
             await self._backend.wait_relay_change()

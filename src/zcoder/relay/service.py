@@ -21,7 +21,9 @@ withdraws the manifest and stops the listener here, but the spool stays until th
 ends, so that messages already accepted still run.
 
 Every change (availability, pause state, depth, a fault) is noted in ``changes``, the one
-``Changes`` shared with the spool; the app awaits it. Nothing here calls out to the app.
+``Changes`` shared with the spool; the app awaits it. Nothing here calls out to the app:
+receipts and cancels (zcoder's extension) are answered by ``intake``
+(``relay/extension.py``), in the relay package, and taken in as news.
 
 Longer than 400 lines on purpose: the spec's start-up and shut-down orders are one
 sequence each, and split across modules they could no longer be checked step by step.
@@ -45,9 +47,10 @@ from zcoder.relay import client, registry
 from zcoder.relay.changes import Changes
 from zcoder.relay.endpoint import Endpoint
 from zcoder.relay.envelope import Cancel, Enqueue, Limits, Receipt
+from zcoder.relay.extension import ExtensionIntake
 from zcoder.relay.health import RelayHealth
 from zcoder.relay.limits import PROTOCOL_VERSION
-from zcoder.relay.listener import Extension, Listener, open_unix_listener
+from zcoder.relay.listener import Listener, open_unix_listener
 from zcoder.relay.paths import (
     Reservation,
     ensure_relay_dir,
@@ -92,6 +95,7 @@ class RelayService:
         profile: str,
         model: str,
         session_id: str,
+        extension: bool = False,
         scan_interval: float | None = None,
     ) -> None:
         self._settings = settings
@@ -121,7 +125,10 @@ class RelayService:
             on_fail=self._stop_serving,
             scan_interval=SCAN_INTERVAL if scan_interval is None else scan_interval,
         )
-        self._extension: Extension | None = None  # receipts and cancels (the app's)
+        # zcoder's extension (``extension``: the app sends receipts): receipts and cancels,
+        # answered here and taken in as news; without it they are ``unsupported``.
+        self.intake = ExtensionIntake(spool=lambda: self.spool, changes=self.changes)
+        self._extension = extension
 
     # -- queries --------------------------------------------------------------------------
 
@@ -176,11 +183,6 @@ class RelayService:
             io_timeout=self._settings.io_timeout,
             max_bytes=self._settings.max_bytes,
         )
-
-    def set_extension(self, handler: Extension) -> None:
-        """Decide received receipts and cancels with ``handler`` (zcoder's extension of
-        version 1); before ``run``. Without one they are ``unsupported``."""
-        self._extension = handler
 
     @property
     def instance_id(self) -> str:
@@ -302,7 +304,7 @@ class RelayService:
             state=self._state,
             limits=self._limits,
             io_timeout=self._settings.io_timeout,
-            extension=self._extension,
+            extension=self.intake.handle if self._extension else None,
             model_state=lambda: self._model_state,
         )
         endpoint = self._endpoint

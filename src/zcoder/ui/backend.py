@@ -15,7 +15,7 @@ import attrs
 from zcoder.conversation import TranscriptEvent
 from zcoder.session.data import SessionSummary
 
-__all__ = ["Backend", "SessionRow", "Unrun"]
+__all__ = ["Backend", "McpView", "RelayView", "SessionRow", "Unrun"]
 
 
 @attrs.frozen
@@ -61,6 +61,37 @@ class Unrun:
     sender: str
     task: str
     running: bool = False
+
+
+class McpView(Protocol):
+    def lines(self) -> list[str]:
+        """``/mcp``: each configured MCP server, its state, and its tools."""
+        ...
+
+
+class RelayView(Protocol):
+    """What the UI reads of the accepted relayed messages; queries, they change nothing
+    (what changes what runs goes to the worker: ``RelayControl``)."""
+
+    def status(self) -> tuple[str, int]:
+        """``(state, waiting)`` for the status bar: ``on``, ``paused``, ``off`` or
+        ``unavailable`` (``""`` hides it), and the accepted messages not yet started."""
+        ...
+
+    def waits_for_model(self) -> bool:
+        """Relayed messages wait because their turn could not reach the model; they run
+        once the model answers again (a check or warm-up that succeeds, a turn that
+        reaches it). Until then none is claimed and local prompts still run."""
+        ...
+
+    def unrun(self) -> list[Unrun]:
+        """The accepted relayed messages that have not finished: the running one first,
+        then those waiting, oldest first."""
+        ...
+
+    def query(self, action: str) -> list[str]:
+        """``/agents`` (the state and help), ``/agents inbox``, ``/agents show N``."""
+        ...
 
 
 class Backend(Protocol):
@@ -113,33 +144,19 @@ class Backend(Protocol):
         """``/context``: the window, who set it, and what fills it."""
         ...
 
-    def mcp_lines(self) -> list[str]:
-        """``/mcp``: each configured MCP server, its state, and its tools."""
+    @property
+    def mcp(self) -> McpView:
+        """The configured MCP servers, as ``/mcp`` shows them."""
         ...
 
-    def relay_waits_for_model(self) -> bool:
-        """Relayed messages wait because their turn could not reach the model; they run
-        once the model answers again (a check or warm-up that succeeds, a turn that
-        reaches it). Until then none is claimed and local prompts still run."""
-        ...
-
-    def relay_unrun(self) -> list[Unrun]:
-        """The accepted relayed messages that have not finished: the running one first,
-        then those waiting, oldest first."""
-        ...
-
-    def relay_status(self) -> tuple[str, int]:
-        """``(state, waiting)`` for the status bar: ``on``, ``paused``, ``off`` or
-        ``unavailable`` (``""`` hides it), and the accepted messages not yet started."""
+    @property
+    def inbox(self) -> RelayView:
+        """The accepted relayed messages, as the UI reads them (queries only)."""
         ...
 
     async def list_agents(self) -> list[str]:
         """``/list-agents``: the peer table's lines, or the one no-peers sentence; a
         ``ZcoderError`` saying why when the relay is off or unavailable."""
-        ...
-
-    def relay_control(self, action: str) -> list[str]:
-        """``""`` (show the state and help), ``pause`` or ``resume``; the lines to show."""
         ...
 
     def relay_sent(self) -> list[str]:

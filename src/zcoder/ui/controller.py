@@ -150,7 +150,7 @@ class Controller:
     def _warn_drop(self) -> bool:
         """True (and say so) when leaving would drop relayed messages not warned about yet;
         a second exit with nothing new leaves. Signals never ask: they leave at once."""
-        unrun = self._backend.relay_unrun()
+        unrun = self._backend.inbox.unrun()
         ids = {u.message_id for u in unrun}
         if not ids or (self._warned_drop is not None and ids <= self._warned_drop):
             return False

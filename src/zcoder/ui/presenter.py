@@ -112,7 +112,7 @@ class Presenter:
     def refresh_status(self) -> None:
         self.status.model = self.backend.model
         self.status.title = self.backend.session_title
-        self.status.relay, self.status.relay_queued = self.backend.relay_status()
-        self.status.relay_waits_model = self.backend.relay_waits_for_model()
+        self.status.relay, self.status.relay_queued = self.backend.inbox.status()
+        self.status.relay_waits_model = self.backend.inbox.waits_for_model()
         self.status.context = self.backend.context_percent()
         self.terminal.invalidate()

@@ -167,7 +167,7 @@ class SlashCommands:
         if word not in ("", "inbox", "show"):  # the worker owns what relayed work may run
             self.host.intend(RelayControl(action))
             return
-        lines = self.host.backend.relay_control(action)
+        lines = self.host.backend.inbox.query(action)
         # A message's own lines wrap under its text, whatever they start with.
         whole = word == "show" or (word == "inbox" and rest.strip())
         self._print(lines[0], lines[1:], hang=2 if whole else None)
@@ -235,7 +235,7 @@ class SlashCommands:
         self._print("Context window:", lines, hang=14)
 
     async def mcp(self, args: str = "") -> None:
-        self._print("MCP servers:", self.host.backend.mcp_lines(), hang=2)
+        self._print("MCP servers:", self.host.backend.mcp.lines(), hang=2)
 
     async def sessions(self, arg: str) -> None:
         rows = await self.host.backend.list_sessions()

@@ -20,7 +20,8 @@ queue for one timeout, not one per question. The next relayed task asks again.
 
 A turn stopped while it asks (Escape, the app leaving) tells nothing here: its final
 receipt follows. What the sender is told is ``Inbound``'s to decide (``asking``,
-``answered``); ``QuestionWaits`` is how this reaches it (the relay link performs it).
+``answered``); ``QuestionWaits`` is how this reaches it (``RelayInbox``, the machine's feeder; the
+relay link performs what it decides).
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ _SHOWN_CHARS = 200  # of the command or file in the reason: one line on the send
 
 
 class QuestionWaits(Protocol):
-    """What the relay link does when the running relayed turn asks and goes on."""
+    """What the machine's feeder (``RelayInbox``) does when the running relayed turn asks
+    and goes on."""
 
     def question_asked(self, reason: str) -> None: ...
     def question_answered(self, detail: str, *, expired: bool) -> None: ...

@@ -1,22 +1,16 @@
-"""zcoder's extension of the relay in the app: the outbox, receipts and cancels received,
-``/agents sent``, ``/agents cancel`` and the model's ``agent_message_status``.
+"""zcoder's extension of the relay in the app, the sender's side: the outbox, the receipts
+received, ``/agents sent``, ``/agents cancel`` and the model's ``agent_message_status``.
 
-``RelayOutbox.handle`` is the listener's extension handler (it runs in the listener's task:
-it only checks and updates memory, never waits, and touches neither the session nor the
-UI: the entries it makes wait in ``take_entries`` and it notes a change of the relay's
-``Changes``, so the worker, which awaits those, records and shows them). A receipt is taken only
-when peer credentials confirmed its sender's pid (the receiver's listener would not lie
-about its own pid), for a message id this instance sent, from the instance it was sent to;
-a receipt that moves its state forward becomes one relay entry in the transcript
-(persisted in the session by the app when it takes it) and never starts a turn; a repeat,
-or a step back, is answered ``accepted`` too and makes no entry (``Outbox.apply``). The
-entry names the message by its number and first words (``#3 "update weeklyDigest.ts…"``)
-and shows the receiver's answer once: the headline says the step, with the reason for a
-short one; a ``completed`` or ``blocked`` answer is the body only. A cancel is taken only
-from the verified sender of the message, which the spool checks by the id's prefix (every
-accepted id begins with its sender's id); a message withdrawn from the queue gets one
-``cancelled`` receipt and one notice, however often the cancel is repeated (each repeat is
-still answered ``withdrawn``).
+The listener answers receipts in the relay package (``relay/extension.py``: only from the
+verified receiver a message of ours was sent to); the worker takes them with the relay's
+other news and hands each to ``receipt``. A receipt that moves its state forward becomes
+one relay entry in the transcript (persisted in the session by the app when it takes it
+from ``take_entries``) and never starts a turn; a repeat, or a step back, makes no entry
+(``Outbox.apply``). The entry names the message by its number and first words (``#3
+"update weeklyDigest.ts…"``) and shows the receiver's answer once: the headline says the
+step, with the reason for a short one; a ``completed`` or ``blocked`` answer is the body
+only. A cancel this instance receives is the receiver's side: the spool withdraws the
+message and the inbound machine tells its sender ``cancelled``.
 
 Whether a receiver is gone (its manifest left the relay directory, or its process died) is
 the caller's to find out: ``sent_lines``, ``cancel`` and ``status_text`` take it as a
@@ -40,13 +34,11 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
-from zcoder.app.relay.receipts import ReceiptSender
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError, RelayUnavailable
 from zcoder.relay.envelope import Ack, Cancel, Enqueue, Receipt
 from zcoder.relay.limits import PROTOCOL_VERSION
 from zcoder.relay.outbox import Outbox, Sent, standing
-from zcoder.relay.spool.store import Spool, SpoolFault
 from zcoder.text.flat import one_line
 from zcoder.text.visible import escape_controls
 
@@ -183,24 +175,13 @@ def _age(seconds: float) -> str:
 
 
 class RelayOutbox:
-    """The app's end of receipts and cancels; one per instance, owned by ``RelayLink``."""
+    """The sender's end of receipts and cancels; one per instance, owned by ``Sends``."""
 
-    def __init__(
-        self,
-        *,
-        receipts: ReceiptSender,
-        spool: Callable[[], Spool | None],
-        clock: Callable[[], float] = time.time,
-    ) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self.outbox = Outbox(clock=clock)  # the current session's
         self._books: dict[str, Outbox] = {}  # by session id: those opened in this run
-        self._receipts = receipts
-        self._spool = spool
         self._clock = clock
         self._entries: list[TranscriptEvent] = []
-        self._withdrew: set[str] = set()  # ids withdrawn here on their sender's cancel
-        # The relay's ``Changes.note`` once the service exists: wakes the worker.
-        self.notify: Callable[[], None] = lambda: None
 
     def open_session(self, session_id: str, events: Iterable[TranscriptEvent]) -> None:
         """``session_id`` is now current: its outbox, kept from earlier in this run or
@@ -226,23 +207,16 @@ class RelayOutbox:
 
     def _add_entry(self, event: TranscriptEvent) -> None:
         self._entries.append(event)
-        self.notify()
 
-    # -- the listener's extension handler ---------------------------------------------------
+    # -- receipts received ------------------------------------------------------------------
 
-    def handle(self, request: Receipt | Cancel, verified: bool) -> str:
-        """The ack status for a receipt or a cancel (see the module docstring)."""
-        if not verified:
-            return "invalid"
-        if isinstance(request, Receipt):
-            return self._receipt(request)
-        return self._cancel(request)
-
-    def _receipt(self, receipt: Receipt) -> str:
+    def receipt(self, receipt: Receipt) -> None:
+        """A receipt the listener took: an entry when it moves its message's state
+        forward (``take_entries``); nothing for a repeat or a step back."""
         book = self._holding(receipt.message_id)
         sent = None if book is None else book.get(receipt.message_id)
         if book is None or sent is None or sent.target_instance_id != receipt.sender_instance_id:
-            return "invalid"
+            return
         before = sent.state
         updated = book.apply(
             receipt.message_id,
@@ -253,7 +227,6 @@ class RelayOutbox:
         )
         if updated is not None:  # ``None``: a repeat, a step back, a state unknown here
             self._add_entry(self._entry(updated, before))
-        return "accepted"  # either way: the receiver need not retry
 
     def _entry(self, sent: Sent, before: str = "") -> TranscriptEvent:
         """The transcript entry of a new state; its meta keeps what ``rebuilt`` takes back
@@ -268,26 +241,6 @@ class RelayOutbox:
         if sent.changed:
             meta["changed"] = sent.changed
         return TranscriptEvent(role="relay", text=_entry_body(sent), meta=meta)
-
-    def _cancel(self, cancel: Cancel) -> str:
-        spool = self._spool()
-        if spool is None:
-            return "unknown"
-        try:
-            status = spool.withdraw(cancel.message_id, cancel.sender_instance_id)
-        except SpoolFault:
-            return "too_late"  # nothing changed; it will run
-        if status == "withdrawn" and cancel.message_id not in self._withdrew:
-            self._withdrew.add(cancel.message_id)  # a repeated cancel: answered, no more
-            self._receipts.send(cancel, "cancelled", "withdrawn by its sender before it ran")
-            self._add_entry(
-                TranscriptEvent(
-                    role="system",
-                    text=f"Relayed message {cancel.message_id} was withdrawn by its sender "
-                    "before it ran.",
-                )
-            )
-        return status
 
     # -- the sender's side ------------------------------------------------------------------
 

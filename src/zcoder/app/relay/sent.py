@@ -30,35 +30,37 @@ from zcoder.relay.manifest import load_manifest
 from zcoder.relay.registry import receiver_gone
 
 if TYPE_CHECKING:
+    from zcoder.app.relay.inbox import RelayInbox
     from zcoder.app.relay.link import RelayLink
+    from zcoder.app.relay.sends import Sends
 
 __all__ = ["FAREWELL_SECONDS", "cancel_sent", "farewell", "sent_lines"]
 
 FAREWELL_SECONDS = 1.5
 
 
-async def farewell(link: RelayLink, bound: float = FAREWELL_SECONDS) -> bool:
+async def farewell(link: RelayLink, inbox: RelayInbox, bound: float = FAREWELL_SECONDS) -> bool:
     """``cancelled`` to the sender of the running message, ``dropped`` to those of the
     waiting ones; at most ``bound`` seconds. ``False`` when nothing could be sent (no
     relay, or its receipts can no longer go out). Never raises but ``trio.Cancelled``."""
     if link.off or not link.receipts.alive:
         return False
-    link.farewell()
+    inbox.farewell()
     await link.receipts.flush(bound)
     return True
 
 
-def sent_lines(link: RelayLink) -> list[str]:
+def sent_lines(link: RelayLink, sends: Sends) -> list[str]:
     """``/agents sent``, with ``gone`` for the receivers that left (when the relay runs:
     without it the directory is not checked)."""
     try:
         _, relay_dir = link.sending_from()
     except RelayError:
-        return link.outbox.sent_lines()
-    return link.outbox.sent_lines(receiver_gone(relay_dir))
+        return sends.outbox.sent_lines()
+    return sends.outbox.sent_lines(receiver_gone(relay_dir))
 
 
-async def cancel_sent(link: RelayLink, ref: str) -> str:
+async def cancel_sent(link: RelayLink, sends: Sends, ref: str) -> str:
     """``/agents cancel REF``: the line to show; ``ZcoderError`` saying why it could not."""
     me, relay_dir = link.sending_from()
     settings = link.config.relay
@@ -74,6 +76,6 @@ async def cancel_sent(link: RelayLink, ref: str) -> str:
             path, request, io_timeout=settings.io_timeout, max_bytes=settings.max_bytes
         )
 
-    return await link.outbox.cancel(
+    return await sends.outbox.cancel(
         ref, me=me, socket_of=socket_of, deliver=deliver, gone=receiver_gone(relay_dir)
     )

@@ -1,7 +1,8 @@
 """What the inbound machine's transitions cause, as typed records.
 
-``Tell`` (a receipt to a message's sender: its words are the receipt's, sent on the wire),
-``Settle`` and ``PutBack`` (spool operations) are carried out by the app's relay link. The
+``Tell`` (a receipt to a message's sender: its words are the receipt's, sent on the wire)
+and ``Settle`` (a spool operation) are carried out by the app's relay link; ``PutBack``
+and ``Remove`` are spool operations whose answer the machine needs, done by its feeder. The
 notices (``Held``, ``WaitsForModel``, ``Dropped``, ``Withdrawn``) are facts for the user's
 transcript; their wording is ``ui/inbound_text.py``'s. The answers to ``/agents`` commands
 (``InboxView``, ``ModeSet``, ``Approved``, ``Denied``) are data too, worded there as well.
@@ -112,9 +113,9 @@ class Withdrawn:
 
 Notice = Held | WaitsForModel | Dropped | Withdrawn
 
-# What the relay link carries out. ``Remove`` is not one: ``deny`` returns it to the
-# ``/agents deny`` command, which must know at once whether the spool removed the message.
-Effect = Tell | Settle | PutBack | Notice
+# What the relay link carries out. ``PutBack`` and ``Remove`` are not: the machine needs
+# the spool's answer (``put_back``, ``removed``), so whoever feeds it does them in between.
+Effect = Tell | Settle | Notice
 
 
 @attrs.frozen

@@ -1,14 +1,17 @@
 """Every accepted relayed message of this instance, owned by one sans-I/O state machine.
 
 A message enters when the spool accepted it (``arrived``: the spool's ``take_news``) and
-leaves when it is settled or when it left the spool on its own (``left``: its sender
-withdrew it, it was quarantined, another claimer took it). In between it is::
+leaves when it is settled or when it left the spool on its own (``withdrawn``: its sender
+withdrew it, told ``cancelled``; ``left``: it was quarantined, another claimer took it). In
+between it is::
 
     waiting --claim--> running --finished--> settled (Settle, and the final receipt)
      |    ^               |
      |    | approve       +--never reached the model--> waiting, first again (PutBack)
      v    |
     held --deny--> settled (Remove, and ``denied``)
+
+    waiting or held --its sender's cancel--> settled by the spool (``cancelled``)
 
 While it runs, its turn may ask this instance's user a question (``asking``: its sender is
 told ``waiting``, with what the question is about) and go on once it is answered or expired
@@ -29,10 +32,11 @@ number that no longer waits is refused, never moved on to the next message.
 
 Nothing here does I/O or knows Trio, and nothing imports the UI or the app. Every
 transition returns what it causes, as typed effects (``effects.py``): ``Tell`` (a receipt
-to the message's sender), ``Settle`` and ``PutBack`` (spool operations) and the notices for
-the user (``Held`` ...: facts, worded by ``ui/inbound_text.py``). The relay link performs
-them; ``deny`` returns a ``Remove`` that the ``/agents deny`` command performs itself, to
-answer at once. Its index is in memory, so a change costs O(1), never a read of the inbox.
+to the message's sender), ``Settle`` (a spool operation) and the notices for the user
+(``Held`` ...: facts, worded by ``ui/inbound_text.py``), which the relay link performs.
+Two spool operations need an answer: ``unreached`` returns a ``PutBack`` and ``deny`` a
+``Remove``; the feeder does it and answers with ``put_back`` or ``removed``. Its index is
+in memory, so a change costs O(1), never a read of the inbox.
 
 Longer than 400 lines on purpose: one state machine, whose transitions must be read
 together (spread over modules, the message's state would have several owners again).
@@ -62,6 +66,7 @@ from zcoder.relay.inbound.effects import (
     Shown,
     Tell,
     WaitsForModel,
+    Withdrawn,
     sender_label,
 )
 from zcoder.relay.inbound.policy import HoldReason, RoundTrips, hold_reason
@@ -81,6 +86,7 @@ _WHY_SENDER = {
 }
 _QUIT = "the receiver's user quit while it ran"
 _EXITED = "the receiver exited before running it"
+_WITHDRAWN = "withdrawn by its sender before it ran"
 
 
 @attrs.define
@@ -150,6 +156,19 @@ class Inbound:
         """A waiting message left the spool without a claim of ours."""
         self._take(message_id)
         self._stale = False
+
+    def withdrawn(self, message_id: str) -> list[Effect]:
+        """Its sender withdrew a waiting message (the spool settled it): forgotten, told
+        ``cancelled`` and shown; nothing when it was not waiting here."""
+        entry = self._take(message_id)
+        self._stale = False
+        if entry is None:
+            return []
+        label = sender_label(entry.envelope)
+        return [
+            Tell(entry.envelope, "cancelled", _WITHDRAWN),
+            Withdrawn(entry.number, message_id, label),
+        ]
 
     def changed(self) -> None:
         """The relay changed: a claim that found nothing may be tried again."""
@@ -255,10 +274,11 @@ class Inbound:
         self._running = None
         return [Settle(claimed)]
 
-    def unreached(self) -> list[Effect]:
+    def unreached(self) -> PutBack:
         """The running message's turn never reached the model: nothing of it ran, it goes
-        back first in the queue (answer with ``put_back``)."""
-        return [PutBack(self._current()[1])]
+        back first in the queue: the spool operation, whose performer answers with
+        ``put_back``."""
+        return PutBack(self._current()[1])
 
     def put_back(self, problem: str = "") -> list[Effect]:
         """The spool put the message back (``""``): it waits, first, for the model; or it

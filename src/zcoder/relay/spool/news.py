@@ -11,7 +11,7 @@ import attrs
 
 from zcoder.relay.envelope import Enqueue
 
-__all__ = ["Arrived", "Claimed", "Left"]
+__all__ = ["Arrived", "Claimed", "Left", "News", "Withdrawn"]
 
 
 @attrs.frozen
@@ -35,7 +35,17 @@ class Arrived:
 
 @attrs.frozen
 class Left:
-    """A waiting message that left ``inbox/`` without this object's claim: its sender
-    withdrew it, it was quarantined, or another claimer took it."""
+    """A waiting message that left ``inbox/`` without this object's claim: it was
+    quarantined, or another claimer took it."""
 
     message_id: str
+
+
+@attrs.frozen
+class Withdrawn:
+    """A waiting message its sender withdrew (zcoder's ``cancel``): settled, never run."""
+
+    message_id: str
+
+
+News = Arrived | Left | Withdrawn

@@ -60,10 +60,10 @@ from zcoder.relay.spool.entry import (
     write_new,
 )
 from zcoder.relay.spool.fault import SPOOL_DIRS, SpoolFault, classify, layout_problem
-from zcoder.relay.spool.news import Arrived, Claimed, Left
+from zcoder.relay.spool.news import Arrived, Claimed, Left, News, Withdrawn
 from zcoder.relay.spool.quarantine import BAD_NAME, Quarantine, is_regular, planted
 
-__all__ = ["Arrived", "Claimed", "Left", "Spool", "SpoolFault"]
+__all__ = ["Arrived", "Claimed", "Left", "News", "Spool", "SpoolFault", "Withdrawn"]
 
 _PAUSED, _ACCEPTING = "paused", "accepting"
 _RECEIPT = ".done"
@@ -100,7 +100,7 @@ class Spool:
         self._quarantine = Quarantine(self._dirs["quarantine"], self._changed)
         self._fault_callbacks: list[Callable[[SpoolFault], None]] = []
         self._store_failing = False  # report a run of failed stores once
-        self._news: list[Arrived | Left] = []  # since the last ``take_news``
+        self._news: list[News] = []  # since the last ``take_news``
 
     # -- set-up and tear-down -------------------------------------------------------------
 
@@ -363,7 +363,7 @@ class Spool:
             ) from None
         del self._inbox[message_id]
         self._finished(message_id)
-        self._news.append(Left(message_id))
+        self._news.append(Withdrawn(message_id))
         self._settled.add(message_id)
         self._withdrawn.add(message_id)
         self._changed()
@@ -378,7 +378,7 @@ class Spool:
         """The quarantine reports since the last call (for the transcript)."""
         return self._quarantine.take_problems()
 
-    def take_news(self) -> list[Arrived | Left]:
+    def take_news(self) -> list[News]:
         """What entered and left ``inbox/`` since the last call, in order, other than by
         this object's ``claim`` and ``unclaim``: so that whoever keeps the waiting
         messages in memory never reads the inbox again (O(1) per message)."""

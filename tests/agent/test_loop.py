@@ -451,9 +451,11 @@ async def test_step_ceiling(tmp_path: Path) -> None:
 async def test_length_cut_is_reported(tmp_path: Path) -> None:
     rig = make_rig(tmp_path, [text("partial answ", done_reason="length")])
     outcome = await rig.agent.run_turn(user("q"))
-    assert outcome.status == "answered"
+    # not "answered": what came is the start of an answer, and the outcome says so
+    assert (outcome.status, outcome.text) == ("cut_off", "partial answ")
     assert rig.session.events[-1].role == "system"
     assert "cut off" in rig.session.events[-1].text
+    assert outcome.error == rig.session.events[-1].text
 
 
 @pytest.mark.parametrize(
@@ -525,7 +527,8 @@ async def test_cancel_mid_stream_drops_partial_text(tmp_path: Path) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_cancel_when, rig, lambda e: isinstance(e, TextDelta))
         outcome = await rig.agent.run_turn(user("q"))
-    assert outcome == TurnOutcome("cancelled")
+    # the partial text is the outcome's (a script's answer), never the history's
+    assert outcome == TurnOutcome("cancelled", text="I will del")
     assert rig.session.history == [
         Message(role="user", content="q"),
         Message(role="assistant", content=STOP_MARKER),

@@ -78,10 +78,9 @@ async def test_temperature_and_output_cap_are_sent(tmp_path: Path) -> None:
 async def test_a_reply_cut_by_the_output_cap_says_so(tmp_path: Path) -> None:
     rig = make_rig(tmp_path, [text("A long ans", done_reason="length")], max_output_tokens=64)
     outcome = await rig.agent.run_turn(user("q"))
-    assert outcome == TurnOutcome("answered", text="A long ans")
-    assert notes(rig.session.events) == [
-        "The reply was cut off: the model hit its output limit (64 tokens, --max-output-tokens)."
-    ]
+    line = "The reply was cut off: the model hit its output limit (64 tokens, --max-output-tokens)."
+    assert outcome == TurnOutcome("cut_off", text="A long ans", error=line)
+    assert notes(rig.session.events) == [line]
 
 
 async def test_a_reply_cut_by_the_room_the_window_left_names_that_cap(tmp_path: Path) -> None:

@@ -15,8 +15,9 @@ import trio
 from tests.agent.doubles import HANG, call, text, tools
 from tests.app.test_relay_app import Instance, pair, send, start
 from tests.relay.zsh_peer import ZshPeer
+from zcoder.agent.turns import TurnOutcome
 from zcoder.app.main import _dropped_lines
-from zcoder.app.relay.receipts import COMMANDS_NOTE
+from zcoder.app.relay.receipts import COMMANDS_NOTE, final_state
 from zcoder.config import RelaySettings
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError, ModelError
@@ -362,3 +363,8 @@ async def test_a_received_receipt_touches_neither_the_session_nor_the_ui_in_the_
         assert receipts(a)[-1].meta["receipt"] == "completed"
         assert len(a.backend.agent.session.events) == events_before + 1
         nursery.cancel_scope.cancel()
+
+
+def test_an_answer_cut_at_the_output_limit_is_completed_and_says_it_was_cut() -> None:
+    cut = TurnOutcome("cut_off", text="The first half of", error="The reply was cut off: ...")
+    assert final_state(cut) == ("completed", "(cut off at the output limit) The first half of")

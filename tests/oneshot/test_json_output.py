@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -29,7 +30,8 @@ MODEL = "qwen3-coder:latest"
 # types is a union; a frozenset lists the allowed values; a list [S] is an array of S.
 _NULLABLE_INT = (int, type(None))
 STATUSES = frozenset(
-    {"answered", "complete", "blocked", "cancelled", "error", "step_limit", "loop_stopped"}
+    {"answered", "cut_off", "complete", "blocked", "cancelled", "error", "step_limit"}
+    | {"loop_stopped"}
 )
 TOOL_STATES = frozenset(
     {"pending", "running", "completed", "delivered", "failed", "undelivered", "denied"}
@@ -306,6 +308,57 @@ def test_stream_json_records_fit_the_schema(workspace: Path) -> None:
     usage = [r for r in records if r["type"] == "usage"]
     assert [u["requests"] for u in usage] == [1, 2, 3, 4, 5, 6]  # running totals
     assert records[-1]["usage"] == {k: v for k, v in usage[-1].items() if k != "type"}
+
+
+def test_a_reply_cut_at_the_output_limit_is_not_answered(workspace: Path) -> None:
+    cut = {**_say("The first half of "), "done_reason": "length"}
+    with FakeOllama({"models": [MODEL], "responses": [cut]}) as fake:
+        args = ["--host", fake.url, "--output-format", "json", "--max-output-tokens", "5"]
+        done = _run([*args, "-p", "go"], workspace)
+    result = _only_record(done.stdout)
+    line = "The reply was cut off: the model hit its output limit (5 tokens, --max-output-tokens)."
+    assert (result["status"], result["answer"], result["error"]) == (
+        "cut_off",
+        "The first half of",
+        line,
+    )
+    assert done.returncode == result["exit_code"] == 1
+    assert f"zcoder: note: {line}" in done.stderr
+
+
+def test_ctrl_c_keeps_the_text_that_had_streamed(workspace: Path) -> None:
+    slow = {**_say(*(f"w{i} " for i in range(60))), "delay": 0.2}
+    with FakeOllama({"models": [MODEL], "responses": [slow]}) as fake:
+        args = ["--host", fake.url, "--output-format", "stream-json", "-p", "talk"]
+        child = subprocess.Popen(
+            _zcoder(args, workspace),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=_env(),
+        )
+        try:
+            assert child.stdout is not None
+            records: list[dict[str, Any]] = []
+            while len([r for r in records if r["type"] == "text"]) < 2:
+                records.append(json.loads(child.stdout.readline()))
+            child.send_signal(signal.SIGINT)
+            out, _err = child.communicate(timeout=20)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    records += [json.loads(line) for line in out.splitlines()]
+    result = records[-1]
+    check(result, RESULT)
+    streamed = "".join(r["delta"] for r in records if r["type"] == "text").strip()
+    assert streamed.startswith("w0 w1")
+    assert (result["status"], result["answer"], result["exit_code"]) == (
+        "cancelled",
+        streamed,
+        130,
+    )
 
 
 def test_prompt_from_standard_input(workspace: Path) -> None:

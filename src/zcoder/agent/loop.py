@@ -84,6 +84,7 @@ class Turn:
         self.think = think
         self._guard = TurnGuard()
         self._reply: _Reply | None = None
+        self._said = ""  # the last text the model said in this turn (a stop keeps it)
         self._overflowed = False
         self._compact_next = False  # after a context error: the step goes again compacted
         # What the server had counted before it refused a request of this turn as too large
@@ -206,13 +207,16 @@ class Turn:
             names = ", ".join(c.name for c in reply.calls)
             what = "a tool call" if reply.printed == 1 else f"{reply.printed} tool calls"
             self._p.entry("system", f"Ran {what} the model printed as text ({names}).")
+        cut = ""
         if reply.done_reason == "length":
-            self._p.entry(
-                "system",
-                f"The reply was cut off: the model hit its output limit ({cap} tokens, {why}).",
-            )
+            cut = f"The reply was cut off: the model hit its output limit ({cap} tokens, {why})."
+            self._p.entry("system", cut)
+        if reply.content.strip():
+            self._said = reply.content.strip()
         if not reply.calls:
             self._p.sink.emit(StateChange("ready"))
+            if cut:  # a script must not take the start of an answer for all of it
+                return TurnOutcome("cut_off", text=self._said, error=cut)
             return TurnOutcome("answered", text=reply.content.strip())
         verdict = self._guard.check_round(reply.calls)
         if verdict == "stop":
@@ -429,12 +433,15 @@ class Turn:
             reply.prompt_tokens = chunk.prompt_eval_count
 
     def interrupt(self) -> TurnOutcome:
-        """After a cancel: show what streamed, answer unrun calls, add the stop marker."""
+        """After a cancel: show what streamed, answer unrun calls, add the stop marker. The
+        outcome keeps what the model had said (the partial reply, else its last words in
+        this turn): a script reading the result gets what the user saw."""
         if self._reply is not None and self._reply.content.strip():
-            self._p.entry("assistant", self._reply.content.strip(), {"partial": "yes"})
+            self._said = self._reply.content.strip()
+            self._p.entry("assistant", self._said, {"partial": "yes"})
         self._reply = None
         self.rounds.cancel_pending()
         self._p.session.history.append(Message(role="assistant", content=STOP_MARKER))
         self._p.entry("system", "Response generation stopped by user.")
         self._p.sink.emit(StateChange("stopped"))
-        return TurnOutcome("cancelled")
+        return TurnOutcome("cancelled", text=self._said)

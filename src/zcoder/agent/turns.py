@@ -22,8 +22,16 @@ __all__ = [
 # own words, but as a note on the user's side (``stop_note.py``).
 STOP_MARKER = "[Response generation stopped by user.]"
 
+# ``cut_off``: the final reply ended at the output limit (its text is all there is of it).
 OutcomeStatus = Literal[
-    "answered", "complete", "blocked", "cancelled", "error", "step_limit", "loop_stopped"
+    "answered",
+    "cut_off",
+    "complete",
+    "blocked",
+    "cancelled",
+    "error",
+    "step_limit",
+    "loop_stopped",
 ]
 
 
@@ -58,7 +66,9 @@ class TurnRequest:
 
 @attrs.frozen
 class TurnOutcome:
-    """How a turn ended: ``text`` is the final answer, ``error`` the one-line failure.
+    """How a turn ended: ``text`` is the final answer, ``error`` the one-line failure (for
+    ``cut_off``, the line that says where it was cut). A ``cancelled`` turn's ``text`` is
+    what the model had said of its reply when it was stopped.
 
     ``reached_model``: some model request of the turn got a response head (HTTP success),
     so the model may have acted on it; ``False`` when every request failed before that

@@ -48,6 +48,8 @@ _SIGNAL_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
 def exit_status(outcome: TurnOutcome) -> int:
+    # A reply cut at the output limit is not the whole answer: 1, as the other unfinished
+    # turns are.
     return 0 if outcome.status in ("answered", "complete") else 1
 
 

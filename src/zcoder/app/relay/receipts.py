@@ -83,6 +83,8 @@ def final_state(outcome: TurnOutcome) -> tuple[str, str]:
     """The receipt's final state and detail for a relayed turn's outcome."""
     if outcome.status in ("answered", "complete"):
         return "completed", shorten_detail(outcome.text)
+    if outcome.status == "cut_off":
+        return "completed", shorten_detail(f"(cut off at the output limit) {outcome.text}")
     if outcome.status == "blocked":
         return "blocked", shorten_detail(outcome.text)
     if outcome.status == "cancelled":

@@ -1,5 +1,7 @@
 """The listener of a real interactive zcoder, idle and while relayed turns run, beside a
-plain-Python listener pinged in the same rounds: ``python bench/relay.py busy``.
+plain-Python listener pinged in the same rounds: ``python bench/relay.py busy``, or
+``python -m bench.busy [--against SRC]`` to run another checkout's app beside it, busy at
+the same time (a before/after under the same load).
 
 zcoder runs in a pty (drained by a thread, at 120x40) against the fake Ollama, whose every
 answer streams ``CHUNKS`` chunks ``DELAY`` s apart (a fast local model). This process
@@ -13,7 +15,9 @@ another) and the pings go on, a round every ``GAP`` s, kept while zcoder's pong 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import functools
 import json
 import os
 import random
@@ -99,94 +103,125 @@ def _ping(found: dict[str, object], me: str) -> tuple[float, str]:
     return time.perf_counter() - start, str(answer.get("state", ""))
 
 
-def measure() -> dict[str, list[float]]:
+def _spawn(src: Path, root: Path, relay: Path, fake_url: str) -> pexpect.spawn:
+    """An interactive zcoder of ``src`` in a pty, with its private directories in ``root``."""
+    for name in ("home", "runtime", "ws"):
+        (root / name).mkdir(mode=0o700, parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZCODER_", "OLLAMA_"))}
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(src), str(REPO)]),
+        TERM="xterm-256color",
+        PROMPT_TOOLKIT_NO_CPR="1",
+        HOME=str(root / "home"),
+        ZCODER_HOME=str(root / "home" / "zcoder"),
+        XDG_RUNTIME_DIR=str(root / "runtime"),
+        ZCODER_RELAY_DIR=str(relay),
+        OLLAMA_HOST=fake_url,
+        ZCODER_MODEL=MODEL,
+    )
+    argv = ["-m", "zcoder", "-w", str(root / "ws")]
+    return pexpect.spawn(sys.executable, argv, env=env, cwd=str(root / "ws"), dimensions=(40, 120))
+
+
+def measure(sources: dict[str, Path]) -> dict[str, list[float]]:
+    """Samples ``"idle NAME"`` and ``"busy NAME"`` for each of ``sources`` (an app each,
+    side by side: both busy at once) and for ``py``, the plain listener."""
     script = {
         "models": [MODEL],
         "responses": [
             {"chunks": [{"content": f"word{i} "} for i in range(CHUNKS)], "delay": DELAY}
         ],
     }
-    samples: dict[str, list[float]] = {k: [] for k in ("idle z", "idle py", "busy z", "busy py")}
+    names = [*sources, "py"]
+    samples: dict[str, list[float]] = {f"{p} {n}": [] for p in ("idle", "busy") for n in names}
     root = Path(tempfile.mkdtemp(prefix="zbb", dir="/tmp"))
-    for name in ("relay", "home", "runtime", "ws", "plain"):
-        (root / name).mkdir(mode=0o700)
-    fake = FakeOllamaProcess(script, root)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZCODER_", "OLLAMA_"))}
-    env.update(
-        PYTHONPATH=os.pathsep.join([str(REPO / "src"), str(REPO)]),
-        TERM="xterm-256color",
-        PROMPT_TOOLKIT_NO_CPR="1",
-        HOME=str(root / "home"),
-        ZCODER_HOME=str(root / "home" / "zcoder"),
-        XDG_RUNTIME_DIR=str(root / "runtime"),
-        ZCODER_RELAY_DIR=str(root / "relay"),
-        OLLAMA_HOST=fake.url,
-        ZCODER_MODEL=MODEL,
-    )
-    plain = subprocess.Popen([sys.executable, "-c", LISTENER, str(root / "plain")])
-    child = pexpect.spawn(
-        sys.executable,
-        ["-m", "zcoder", "-w", str(root / "ws")],
-        env=env,
-        cwd=str(root / "ws"),
-        dimensions=(40, 120),
-    )
+    (root / "plain").mkdir(mode=0o700)
+    relays = {name: root / f"relay{n}" for n, name in enumerate(sources)}
+    for relay in relays.values():
+        relay.mkdir(mode=0o700)
+    children: dict[str, pexpect.spawn] = {}
     stop = threading.Event()
-    drainer = threading.Thread(target=_drain, args=(child, stop), daemon=True)
-    drainer.start()
+    drainers: list[threading.Thread] = []
+    fake = FakeOllamaProcess(script, root)
+    plain = subprocess.Popen([sys.executable, "-c", LISTENER, str(root / "plain")])
     try:
-        z = wait_until(lambda: manifest(root / "relay"), child.isalive, "zcoder's manifest")
-        py = wait_until(lambda: manifest(root / "plain"), lambda: plain.poll() is None, "one")
-        me = _register(root / "relay")
-        time.sleep(1.0)  # the first screen and the warm-up
-        targets = {"z": z, "py": py}
+        for n, (name, src) in enumerate(sources.items()):
+            children[name] = _spawn(src, root / f"z{n}", relays[name], fake.url)
+            drainers.append(threading.Thread(target=_drain, args=(children[name], stop)))
+            drainers[-1].start()
+        targets = {
+            name: wait_until(functools.partial(manifest, relays[name]), child.isalive, "one")
+            for name, child in children.items()
+        }
+        targets["py"] = wait_until(
+            lambda: manifest(root / "plain"), lambda: plain.poll() is None, "a manifest"
+        )
+        me = {name: _register(relay) for name, relay in relays.items()}
+        me["py"] = "1-bench"
+        time.sleep(1.0)  # the first screens and the warm-ups
         for _ in range(IDLE_PINGS):
-            for key in random.sample(list(targets), 2):
-                samples[f"idle {key}"].append(_ping(targets[key], me)[0])
+            for key in random.sample(names, len(names)):
+                samples[f"idle {key}"].append(_ping(targets[key], me[key])[0])
             time.sleep(GAP)
-        statuses = [_enqueue(z, me, n) for n in range(TURNS)]
-        assert all(s == "accepted" for s in statuses), statuses
+        for name in sources:
+            statuses = [_enqueue(targets[name], me[name], n) for n in range(TURNS)]
+            assert all(s == "accepted" for s in statuses), statuses
         deadline = time.monotonic() + 120
-        last_busy = time.monotonic()  # the turns are over once it stays ready for 3 s
-        while len(samples["busy z"]) < BUSY_PINGS and time.monotonic() - last_busy < 3:
-            if time.monotonic() > deadline:
+        last_busy = time.monotonic()  # the turns are over once none is busy for 3 s
+        while time.monotonic() - last_busy < 3 and time.monotonic() < deadline:
+            if min(len(samples[f"busy {name}"]) for name in sources) >= BUSY_PINGS:
                 break
-            round_ = {key: _ping(targets[key], me) for key in random.sample(list(targets), 2)}
-            if round_["z"][1] == "busy":
+            round_ = {key: _ping(targets[key], me[key]) for key in random.sample(names, len(names))}
+            if all(round_[name][1] == "busy" for name in sources):
                 last_busy = time.monotonic()
-                samples["busy z"].append(round_["z"][0])
-                samples["busy py"].append(round_["py"][0])
+                for key in names:
+                    samples[f"busy {key}"].append(round_[key][0])
             time.sleep(GAP)
         return samples
     finally:
         stop.set()
-        drainer.join()
-        child.close(force=True)
+        for drainer in drainers:
+            drainer.join()
+        for child in children.values():
+            child.close(force=True)
         plain.kill()
         plain.wait()
         fake.close()
         shutil.rmtree(root, ignore_errors=True)
 
 
-def report() -> None:
-    samples = measure()
+def report(sources: dict[str, Path] | None = None) -> None:
+    sources = sources or {"zcoder": REPO / "src"}
+    samples = measure(sources)
     print("\nping of an interactive zcoder in a pty (new connection each), beside a plain-")
     print("Python listener in the same rounds; goals (issue 27): p50 idle <= 2x, p90 while")
     print(f"relayed turns run <= 3x ({TURNS} turns of {CHUNKS} chunks {DELAY * 1000:g} ms apart)")
-    print(f"  {'':30}{'p50':>11}{'p90':>11}{'p50 ratio':>11}{'p90 ratio':>11}")
+    for name, src in sources.items():
+        if name != "zcoder":
+            print(f"  ({name}: {src})")
+    print(f"  {'':34}{'p50':>11}{'p90':>11}{'p50 ratio':>11}{'p90 ratio':>11}")
     for phase in ("idle", "busy"):
-        z, py = samples[f"{phase} z"], samples[f"{phase} py"]
-        if len(z) < 10:
-            print(f"  {phase}: only {len(z)} samples")
+        py = samples[f"{phase} py"]
+        if len(py) < 10:
+            print(f"  {phase}: only {len(py)} samples")
             continue
-        z50, z90, p50, p90 = quantile(z, 50), quantile(z, 90), quantile(py, 50), quantile(py, 90)
+        p50, p90 = quantile(py, 50), quantile(py, 90)
         label = "idle" if phase == "idle" else "while relayed turns run"
-        print(
-            f"  {'zcoder, ' + label:30}{z50 * 1000:>8.3f} ms{z90 * 1000:>8.3f} ms"
-            f"{z50 / p50:>10.2f}x{z90 / p90:>10.2f}x   ({len(z)} pings)"
-        )
-        print(f"  {'plain Python, same rounds':30}{p50 * 1000:>8.3f} ms{p90 * 1000:>8.3f} ms")
+        for name in sources:
+            z = samples[f"{phase} {name}"]
+            z50, z90 = quantile(z, 50), quantile(z, 90)
+            print(
+                f"  {name + ', ' + label:34}{z50 * 1000:>8.3f} ms{z90 * 1000:>8.3f} ms"
+                f"{z50 / p50:>10.2f}x{z90 / p90:>10.2f}x   ({len(z)} pings)"
+            )
+        print(f"  {'plain Python, same rounds':34}{p50 * 1000:>8.3f} ms{p90 * 1000:>8.3f} ms")
 
 
 if __name__ == "__main__":
-    report()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--against", type=Path, help="another checkout's src, side by side")
+    args = parser.parse_args()
+    sources = {"zcoder": REPO / "src"}
+    if args.against:
+        sources["against"] = args.against.resolve()
+    report(sources)

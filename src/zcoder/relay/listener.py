@@ -235,7 +235,10 @@ class Listener:
                     if on_answer is not None:
                         on_answer()
                     deadline.deadline = trio.current_time() + self._io_timeout
-                    await stream.send_all(self._frame(ack))
+                    frame = self._frame(ack)
+                    sent = wire.send_now(stream, frame)  # a small ack: all of it, usually
+                    if sent < len(frame):
+                        await stream.send_all(frame[sent:])
                     answered = True
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the peer hung up
@@ -310,7 +313,8 @@ async def _read_frame(
     refuses a connection that would have to wait."""
     ready = wire.bytes_ready(stream)
     if ready:  # a read that cannot wait: the whole request, usually
-        chunk = await stream.receive_some(min(ready, decoder.wanted()))
+        now = wire.receive_now(stream, min(ready, decoder.wanted()))
+        chunk = now if now is not None else await stream.receive_some(min(ready, decoder.wanted()))
         if not chunk:
             return None
         payload = decoder.feed(chunk)

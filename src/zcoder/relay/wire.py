@@ -13,7 +13,11 @@ owns the socket.
 The listener (``listener.py``) is served by ``trio.serve_listeners`` with
 ``trio.SocketStream`` connections: ``open_unix_listener`` binds and listens,
 ``peer_credentials`` reads ``SO_PEERCRED`` and ``bytes_ready`` tells how much of a request
-has already arrived.
+has already arrived. ``receive_now`` and ``send_now`` read what has arrived and write what
+the socket takes at once without a pass through the scheduler: in the interactive app
+every pass is a turn of the asyncio loop that hosts Trio, which may come after a redraw,
+so a ping answered in one pass waits behind at most one (the stream's own calls remain
+for what would have to wait, under the caller's deadline).
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ __all__ = [
     "open_unix_listener",
     "peer_credentials",
     "receive_frame",
+    "receive_now",
     "send_all",
+    "send_now",
 ]
 
 # A listener's full backlog refuses with EAGAIN instead of queueing the connect (Linux).
@@ -157,3 +163,41 @@ def bytes_ready(stream: trio.abc.Stream) -> int:
         return 0
     (count,) = _INT.unpack(raw)
     return max(0, int(count))
+
+
+def _fd(stream: trio.abc.Stream) -> int | None:
+    if not isinstance(stream, trio.SocketStream):
+        return None
+    fd = stream.socket.fileno()
+    return fd if fd >= 0 else None
+
+
+def receive_now(stream: trio.abc.Stream, max_bytes: int) -> bytes | None:
+    """Up to ``max_bytes`` already arrived on a ``trio.SocketStream``, read at once (an
+    empty ``bytes`` at end of stream); ``None`` when nothing can be read without waiting
+    or it is another kind of stream (the caller then awaits ``receive_some``).
+    ``trio.BrokenResourceError`` when the connection failed."""
+    fd = _fd(stream)
+    if fd is None:
+        return None
+    try:
+        return os.read(fd, max_bytes)
+    except BlockingIOError:
+        return None
+    except OSError as exc:
+        raise trio.BrokenResourceError(str(exc)) from exc
+
+
+def send_now(stream: trio.abc.Stream, data: bytes) -> int:
+    """Write what a ``trio.SocketStream``'s socket takes at once of ``data``; how many
+    bytes (0 for another kind of stream: the caller sends the rest with ``send_all``).
+    ``trio.BrokenResourceError`` when the peer has gone."""
+    fd = _fd(stream)
+    if fd is None:
+        return 0
+    try:
+        return os.write(fd, data)
+    except BlockingIOError:
+        return 0
+    except OSError as exc:
+        raise trio.BrokenResourceError(str(exc)) from exc

@@ -191,3 +191,35 @@ def test_an_id_saved_nowhere_says_so_not_only_for_this_workspace(
     with pytest.raises(SessionNotFound) as caught:
         settle_resume(_config(tmp_path, ws, resume="1_99999"))
     assert str(caught.value) == "no saved session 1_99999 in any workspace or profile"
+
+
+def test_a_session_of_zcoders_own_server_starts_it_again_for_its_file(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    ws, _ = dirs
+    model = tmp_path / "smollm2.gguf"
+    model.write_bytes(b"GGUF")
+    sid = _saved(tmp_path, ws, server=SessionServer(V1, "openai", str(model)))
+    got = settle_resume(_config(tmp_path, ws, resume=sid))
+    # As --gguf FILE: the dead address is not used; the run starts the server again.
+    assert (got.gguf, got.host, got.api, got.autodetect) == (model, "", "openai", False)
+    assert got.model == "smollm2:135m" and got.resume_note == ""
+    assert got.resume_command(sid) == f"zcoder --resume {sid} --gguf {model}"
+    # A host given wins, as for any session.
+    given = settle_resume(_config(tmp_path, ws, resume=sid, host="127.0.0.1:9"))
+    assert given.gguf is None and given.host == "http://127.0.0.1:9"
+
+
+def test_a_session_whose_model_file_is_gone_says_so_and_looks_for_a_server(
+    tmp_path: Path, dirs: tuple[Path, Path]
+) -> None:
+    ws, elsewhere = dirs
+    gone = tmp_path / "deleted.gguf"
+    sid = _saved(tmp_path, ws, server=SessionServer(V1, "openai", str(gone)))
+    got = settle_resume(_config(tmp_path, elsewhere, resume=sid))
+    assert got.gguf is None and got.autodetect and got.host != V1
+    assert got.resume_note.endswith(
+        f"; session {sid} ran on llama.cpp started for {gone}, which is gone: looking for a "
+        "running server instead (--gguf FILE starts one for another file)"
+    )
+    assert got.resume_note.startswith(f"session {sid} belongs to workspace {ws}")

@@ -19,6 +19,7 @@ from zcoder.text.decimal import plain_int
 
 if TYPE_CHECKING:
     from zcoder.config import Config, RawOptions
+    from zcoder.localserver.process import ChildServer
 
 __all__ = ["build_parser", "main", "parse_options"]
 
@@ -269,6 +270,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(settled, int):
             return settled
         config = settled
+    elif config.resume and config.gguf is None:
+        config = _session_gguf(config)
     if config.gguf is not None:
         return _with_local_server(config)
     return _run_mode(config)
@@ -293,6 +296,20 @@ def _interactive_config(config: Config) -> Config | int:
     return config
 
 
+def _session_gguf(config: Config) -> Config:
+    """A one-shot ``--resume`` of a session whose server zcoder started for a model file:
+    that file, as ``--gguf`` gives it, so the server starts before the run (which settles
+    the rest of ``--resume`` itself, and says a session it cannot open its own way)."""
+    from zcoder.errors import SessionError
+    from zcoder.prepare import settle_resume, with_gguf
+
+    try:
+        gguf = settle_resume(config).gguf
+    except SessionError:
+        return config
+    return config if gguf is None else with_gguf(config, gguf)
+
+
 def _with_local_server(config: Config) -> int:
     """``--gguf FILE``: the run inside the life of its own server, stopped after it."""
     from zcoder.errors import LocalServerError
@@ -301,12 +318,12 @@ def _with_local_server(config: Config) -> int:
 
     with contextlib.ExitStack() as stack:
         try:
-            config = stack.enter_context(local_server(config))
+            config, own = stack.enter_context(local_server(config))
         except LocalServerError as exc:
             return _say_failed(config, escape_controls(str(exc)), 1)
         except KeyboardInterrupt:  # Ctrl-C while it started
             return _say_failed(config, "", 130)
-        return _run_mode(config)
+        return _run_mode(config, own)
     raise AssertionError("unreachable")  # pragma: no cover (mypy: ExitStack may swallow)
 
 
@@ -323,11 +340,12 @@ def _say_failed(config: Config, line: str, status: int) -> int:
     return status
 
 
-def _run_mode(config: Config) -> int:
+def _run_mode(config: Config, own: ChildServer | None = None) -> int:
+    """The run of ``config``; ``own`` is the model server zcoder started for it (``--gguf``)."""
     if config.prompt is not None:
         from zcoder.oneshot.run import run_oneshot
 
-        return run_oneshot(config)
+        return run_oneshot(config, own)
     from zcoder.app import run_app
 
-    return run_app(config)
+    return run_app(config, own)

@@ -108,6 +108,11 @@ class ServerUnavailable(ModelError):
         self.reason = reason
 
 
+class LocalServerExited(ServerUnavailable):
+    """The server zcoder started for ``--gguf`` exited; the message says how, whether
+    zcoder started it again, and what to do (it is shown as it is)."""
+
+
 class NoServerFound(ServerUnavailable):
     """No host was configured and auto-detection found none; the message says what was
     tried and how to point zcoder at a server (it is shown as it is)."""

@@ -10,7 +10,7 @@ model server is chosen, ``take_server_choice`` gives it the model that choice se
 ``settle_resume`` runs before both (from ``cli.main``): a ``--resume ID`` brings back what
 the session was saved with, where no flag or environment variable says otherwise: its
 workspace and profile (an id saved for another workspace is opened there), its model
-server (host and API) and its model.
+server (host and API; for a server zcoder started, its model file, ``--gguf``) and its model.
 
 Synchronous: it runs before any event loop, in both modes. The server choice itself is not
 here: it is asynchronous and belongs to the Trio part of each mode.
@@ -38,6 +38,7 @@ __all__ = [
     "prepare_run",
     "settle_resume",
     "take_server_choice",
+    "with_gguf",
 ]
 
 
@@ -135,6 +136,33 @@ def settle_resume(config: Config) -> Config:
     return _with_session_server(config, session)
 
 
+def _with_session_gguf(config: Config, sid: str, gguf: Path) -> Config:
+    """A session whose server zcoder started for a model file: the same file again, as
+    ``--gguf`` gives it (the saved address died with that run). A file that is gone is
+    said, and a server is looked for as when none was given."""
+    if gguf.is_file():
+        return with_gguf(config, gguf)
+    gone = (
+        f"session {sid} ran on llama.cpp started for {gguf}, which is gone: looking for a "
+        "running server instead (--gguf FILE starts one for another file)"
+    )
+    note = f"{config.resume_note}; {gone}" if config.resume_note else gone
+    return attrs.evolve(config, resume_note=note)
+
+
+def with_gguf(config: Config, gguf: Path) -> Config:
+    """``config`` as ``--gguf FILE`` would make it (its server is started by the caller)."""
+    return attrs.evolve(
+        config,
+        gguf=gguf,
+        autodetect=False,
+        api="openai",
+        api_given=True,
+        host="",
+        model_default=False,
+    )
+
+
 def _move_to_session(config: Config, sid: str) -> Config:
     scopes = find_session(config.home, sid)
     fits = [
@@ -205,6 +233,8 @@ def _with_session_server(config: Config, session: Session) -> Config:
         return config
     if config.api_given and config.api != server.api:
         return config
+    if server.gguf:
+        return _with_session_gguf(config, session.id, Path(server.gguf))
     try:
         host = normalize_host(server.host)
     except ConfigError:

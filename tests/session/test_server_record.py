@@ -26,10 +26,12 @@ def test_the_server_is_saved_and_changed_by_a_journal_line(tmp_path: Path) -> No
     assert store.save(session)
     store.close()
     lines = store.dir.joinpath(f"{session.id}.json").read_text().splitlines()
-    assert json.loads(lines[0])["server"] == {"host": "http://127.0.0.1:8080/v1", "api": "openai"}
+    first = {"host": "http://127.0.0.1:8080/v1", "api": "openai", "gguf": ""}
+    assert json.loads(lines[0])["server"] == first
     assert json.loads(lines[1])["set"]["server"] == {
         "host": "http://127.0.0.1:11434",
         "api": "ollama",
+        "gguf": "",
     }
     again = _store(tmp_path)
     assert again.open(session.id).server == SessionServer("http://127.0.0.1:11434", "ollama")
@@ -65,3 +67,19 @@ def test_the_agent_name_is_saved_and_changed_by_a_journal_line(tmp_path: Path) -
     again = _store(tmp_path)
     assert again.open(session.id).agent_name == "alpha"
     again.close()
+
+
+def test_a_server_saved_before_model_files_were_kept_has_none(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    session = store.create("m")
+    session.history += [Message("user", "hi"), Message("assistant", "hello")]
+    session.server = SessionServer("http://127.0.0.1:8080/v1", "openai", "/m/a.gguf")
+    assert store.save(session)
+    store.close()
+    path = store.dir / f"{session.id}.json"
+    assert _store(tmp_path).peek(session.id).server == session.server
+    body = json.loads(path.read_text().splitlines()[0])
+    del body["server"]["gguf"]
+    path.write_text(json.dumps(body) + "\n")
+    again = _store(tmp_path)
+    assert again.peek(session.id).server == SessionServer("http://127.0.0.1:8080/v1", "openai")

@@ -202,7 +202,8 @@ class Agent:
             if outcome.reached_model:
                 self._served.add(self._model)
                 # Where ``--resume`` reconnects: the server that answered in the session.
-                session.server = SessionServer(host=self._config.host, api=self._config.api)
+                gguf = str(self._config.gguf or "")  # a server of zcoder's own: its file
+                session.server = SessionServer(self._config.host, self._config.api, gguf)
                 session.agent_name = self._config.agent_name  # what peers know it by
             # A task refused at its first step (larger than the window) never ran: the
             # model must not find it in the history either.

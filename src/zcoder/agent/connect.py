@@ -24,7 +24,7 @@ from zcoder.agent.detect import DEFAULT_CANDIDATES, Candidate, Found, api_at, de
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelInfo, StallLimits
 from zcoder.agent.ollama import OllamaClient
 from zcoder.agent.openai import OpenAIClient
-from zcoder.agent.servers import GENERIC, OLLAMA, ServerKind, default_kind, kind_named
+from zcoder.agent.servers import OLLAMA, ServerKind, default_kind, kind_named
 from zcoder.config import Config
 from zcoder.errors import ModelError, NoServerFound
 
@@ -120,14 +120,15 @@ async def _openai_instead(config: Config) -> Config:
 async def _identify(config: Config) -> tuple[ServerKind, tuple[str, ...]]:
     """Ask an OpenAI-compatible server what it is; a server that does not answer now is
     not an error here (the first request will say what is wrong)."""
-    async with OpenAIClient(config.host, api_key=config.api_key) as client:
+    # A kind already known (zcoder's own llama.cpp) stays when the server cannot tell now.
+    async with OpenAIClient(config.host, kind=kind_of(config), api_key=config.api_key) as client:
         with trio.move_on_after(_IDENTIFY_SECONDS):
             try:
                 models = await client.identify()
             except ModelError:
                 return client.kind, ()
             return client.kind, tuple(m.name for m in models)
-    return GENERIC, ()
+    return kind_of(config), ()
 
 
 class NoServer:

@@ -23,6 +23,7 @@ from zcoder.approval.policy import commands_sandboxed
 from zcoder.conversation import Message, Origin, ToolCall
 from zcoder.errors import (
     IncompleteStream,
+    LocalServerExited,
     MalformedStream,
     ModelError,
     ModelHTTPError,
@@ -53,7 +54,7 @@ def describe_model_error(exc: ModelError, kind: ServerKind, host: str, model: st
     """One line for the transcript that says what failed and what to do about it, naming
     the kind of server the client speaks to (``ModelClient.kind``) and that kind's own fix."""
     name = kind.name
-    if isinstance(exc, NoServerFound):
+    if isinstance(exc, (NoServerFound, LocalServerExited)):
         return str(exc)
     if isinstance(exc, ServerUnavailable):
         # The cause tells "nothing listens" from "something else answered on that port".

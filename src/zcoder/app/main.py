@@ -48,6 +48,9 @@ if TYPE_CHECKING:
     from zcoder.ui.controller import Controller
     from zcoder.ui.terminal import Terminal
 
+if TYPE_CHECKING:
+    from zcoder.localserver.process import ChildServer
+
 __all__ = ["AppCore", "build_app", "run_app"]
 
 _log = logging.getLogger("zcoder")
@@ -81,15 +84,16 @@ class _Exit:
     told: bool = False  # their zcoder senders were sent a ``dropped`` receipt
 
 
-def run_app(config: Config) -> int:
-    """Run the interactive app until the user leaves; return the exit status."""
+def run_app(config: Config, own: ChildServer | None = None) -> int:
+    """Run the interactive app until the user leaves; return the exit status. ``own`` is
+    the model server zcoder started for this run (``--gguf``), watched by its client."""
     with open_runtime_dir() as runtime_dir:
         run = prepare_or_say(config, warnings_to=runtime_dir / "zcoder.log")
         if isinstance(run, int):
             return run
         state = _Exit(session_id=run.session.id)
         try:
-            asyncio.run(_host_main(config, run.store, run.session, state, runtime_dir))
+            asyncio.run(_host_main(config, run.store, run.session, state, runtime_dir, own))
         except BaseException as exc:  # the terminal is restored by now
             state.crash = state.crash or exc
     return _report(state)
@@ -146,7 +150,12 @@ def _stopped_and_dropped(dropped: list[Unrun]) -> str:
 
 
 async def _host_main(
-    config: Config, store: SessionStore, session: Session, state: _Exit, runtime_dir: Path
+    config: Config,
+    store: SessionStore,
+    session: Session,
+    state: _Exit,
+    runtime_dir: Path,
+    own: ChildServer | None,
 ) -> None:
     loop = asyncio.get_running_loop()
     done: asyncio.Future[outcome.Outcome[None]] = loop.create_future()
@@ -176,6 +185,7 @@ async def _host_main(
             session,
             state,
             runtime_dir,
+            own,
             run_sync_soon_threadsafe=loop.call_soon_threadsafe,
             run_sync_soon_not_threadsafe=loop.call_soon,
             done_callback=done.set_result,
@@ -243,12 +253,18 @@ def build_app(
 
 
 async def _trio_main(
-    config: Config, store: SessionStore, session: Session, state: _Exit, runtime_dir: Path
+    config: Config,
+    store: SessionStore,
+    session: Session,
+    state: _Exit,
+    runtime_dir: Path,
+    own: ChildServer | None,
 ) -> None:
     choice = await choose_server(config)
     config = choice.config
     approver = _LateApprover()
-    async with make_client(config) as client:
+    async with make_client(config) as made:
+        client = own.watch(made) if own is not None else made
         core = build_app(config, store, session, client, runtime_dir, approver=approver)
         try:
             await _run_root(config, core, approver, state, choice)

@@ -1,9 +1,10 @@
 """The child process that runs llama.cpp's server for ``--gguf`` (xllamacpp, in-process
 here, never in zcoder's own process).
 
-``python -m zcoder.localserver.child --model FILE --n-ctx N --alias NAME --parent PID``
-loads the model, waits until ``GET /health`` answers ``{"status":"ok"}``, prints
-``zcoder-local-ready http://127.0.0.1:PORT`` on stdout (the port the OS picked) and serves
+``python -m zcoder.localserver.child --model FILE --n-ctx N --alias NAME --parent PID
+[--port N]`` loads the model, waits until ``GET /health`` answers ``{"status":"ok"}``, prints
+``zcoder-local-ready http://127.0.0.1:PORT`` on stdout (the port the OS picked, or the one
+given: a restart keeps the address its client knows) and serves
 until its stdin ends. It dies with its parent: on Linux the kernel kills it when zcoder dies
 (``PR_SET_PDEATHSIG``), and everywhere the end of stdin (the parent's end of the pipe
 closes when the parent dies, however it dies) ends it. llama.cpp's log goes to stderr,
@@ -58,7 +59,7 @@ def _serve(args: argparse.Namespace) -> None:
     params.model.path = args.model
     params.model_alias = {args.alias}
     params.hostnames = ["127.0.0.1"]
-    params.port = 0  # the OS picks a free one: no race with another instance
+    params.port = args.port  # 0: the OS picks a free one, no race with another instance
     params.n_ctx = args.n_ctx
     params.n_parallel = 1  # one conversation: the whole window for it
     params.use_jinja = True  # the file's own chat template, which renders tool calls
@@ -79,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--n-ctx", type=int, required=True)
     parser.add_argument("--alias", required=True)
     parser.add_argument("--parent", type=int, required=True)
+    parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
     _die_with_parent(args.parent)
     _serve(args)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -42,6 +43,9 @@ from zcoder.text.visible import escape_controls
 from zcoder.tools.base import Tool
 from zcoder.tools.registry import Toolbox, core_tools
 
+if TYPE_CHECKING:
+    from zcoder.localserver.process import ChildServer
+
 __all__ = ["exit_status", "run_oneshot"]
 
 _SIGNAL_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
@@ -53,8 +57,9 @@ def exit_status(outcome: TurnOutcome) -> int:
     return 0 if outcome.status in ("answered", "complete") else 1
 
 
-def run_oneshot(config: Config) -> int:
-    """Run the turn of ``config.prompt``; return the process exit status."""
+def run_oneshot(config: Config, own: ChildServer | None = None) -> int:
+    """Run the turn of ``config.prompt``; return the process exit status. ``own`` is the
+    model server zcoder started for this run (``--gguf``), watched by its client."""
     output = open_output(config, sys.stdout, sys.stderr)
     try:
         prepared = _prepare(config, output)
@@ -62,7 +67,7 @@ def run_oneshot(config: Config) -> int:
             return prepared
         config, run = prepared
         try:
-            return trio.run(_main, config, run, output)
+            return trio.run(_main, config, run, output, own)
         except KeyboardInterrupt:  # Ctrl-C before the turn could take it over
             return output.failed("", 130, "cancelled")
         finally:
@@ -95,7 +100,7 @@ def _quiet_broken_stdout() -> None:
         os.close(devnull)
 
 
-async def _main(config: Config, run: PreparedRun, output: Output) -> int:
+async def _main(config: Config, run: PreparedRun, output: Output, own: ChildServer | None) -> int:
     if config.resume_note:  # a resumed session opened in its own workspace, not here
         output.note(config.resume_note)
     if config.sandbox_note:  # the config file asked for the sandbox: commands ask instead
@@ -110,7 +115,7 @@ async def _main(config: Config, run: PreparedRun, output: Output) -> int:
     output.started(config, run.session, resumed=run.resumed)
     ended: tuple[TurnOutcome, int] | None = None
     try:
-        ended = await _run(config, run.store, run.session, output)
+        ended = await _run(config, run.store, run.session, output, own)
         return ended[1]
     finally:
         saved = run.store.is_saved(run.session.id)
@@ -119,12 +124,13 @@ async def _main(config: Config, run: PreparedRun, output: Output) -> int:
 
 
 async def _run(
-    config: Config, store: SessionStore, session: Session, output: Output
+    config: Config, store: SessionStore, session: Session, output: Output, own: ChildServer | None
 ) -> tuple[TurnOutcome, int]:
     assert config.prompt is not None
     caught: list[int] = []
     core = core_tools()
-    async with make_client(config) as client:
+    async with make_client(config) as made:
+        client = own.watch(made) if own is not None else made
         agent = Agent(
             config=config,
             client=MeteredClient(client, output.counted),

@@ -41,10 +41,13 @@ def title_from_prompt(text: str) -> str:
 @attrs.frozen
 class SessionServer:
     """The model server a session last talked to: its base URL and its API (``ollama`` or
-    ``openai``), as ``--host`` and ``--api`` would give them. ``--resume`` reconnects to it."""
+    ``openai``), as ``--host`` and ``--api`` would give them. ``--resume`` reconnects to it;
+    to a server zcoder started for ``--gguf FILE`` (``gguf``: the file, "" for any other),
+    whose address died with its run, it starts the server for that file again."""
 
     host: str
     api: str
+    gguf: str = ""
 
 
 @attrs.define(kw_only=True)

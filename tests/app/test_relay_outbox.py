@@ -213,15 +213,17 @@ def test_each_session_has_its_own_sent_list_and_receipts_still_reach_the_others(
     box.open_session("s1", [])
     mid = sent(box, 1, "in s1")
     box.open_session("s2", [])
-    assert box.sent_lines() == ["No messages sent in this session yet."]
+    assert box.sent_lines()[0].startswith("No messages sent in this session yet (1 sent from")
     box.receipt(receipt(mid, "completed", "done"))
     (entry,) = box.take_entries()  # shown where the user is
     assert entry.meta["receipt"] == "completed"
     other = sent(box, 2, "in s2")
-    assert box.outbox.get(other) is not None and box.outbox.get(other).number == 1  # type: ignore[union-attr]
+    # Its number is its id's counter: #2 beside …-2, never a second #1 beside another id.
+    assert box.outbox.get(other) is not None and box.outbox.get(other).number == 2  # type: ignore[union-attr]
     box.open_session("s1", [])  # kept in memory: not rebuilt from (an empty) transcript
-    (line,) = box.sent_lines()
+    line, elsewhere = box.sent_lines()
     assert line.startswith(f"  1. {mid} → {WHO} · completed ·")
+    assert elsewhere == "(1 sent from other sessions of this run: /sessions N switches to one)"
 
 
 def test_a_long_first_line_is_cut_with_an_ellipsis_in_the_list() -> None:
@@ -252,3 +254,63 @@ def test_a_receipts_answer_is_rendered_as_markdown_and_its_paths_as_written() ->
     assert "I'm about to fix the test" in drawn
     assert any("md.em" in style and "about" in text for style, text, *_ in fragments)
     assert drawn.endswith("  │ Changed: my__init__.py\n")
+
+
+def test_a_number_is_its_ids_counter_and_a_resumed_card_keeps_it() -> None:
+    box = outbox()
+    mid = sent(box, 7, "the seventh id")
+    assert box.find("7").message_id == mid and box.find("#7").message_id == mid
+    with pytest.raises(CommandError, match="no message '#1' was sent"):
+        box.find("#1")
+    meta = {**card_meta(mid, SENDER, WHO, "the seventh id", receipts=True, number=7)}
+    resumed = outbox()
+    resumed.open_session("s", [TranscriptEvent(role="tool", text="#7 accepted", meta=meta)])
+    assert resumed.find("#7").message_id == mid
+    assert resumed.outbox.last_number == 7
+
+
+def test_an_empty_sent_list_names_what_other_sessions_of_this_run_sent() -> None:
+    box = outbox()
+    box.open_session("s1", [])
+    sent(box, 1, "in s1")
+    sent(box, 2, "also in s1")
+    box.open_session("s2", [])
+    assert box.sent_lines() == [
+        "No messages sent in this session yet (2 sent from other sessions of this run: "
+        "/sessions N switches to one)."
+    ]
+    sent(box, 3, "in s2")
+    lines = box.sent_lines()
+    assert lines[0].startswith("  3. ") and lines[-1].startswith("(2 sent from other")
+
+
+def test_ages_in_one_list_use_one_unit_rule() -> None:
+    from zcoder.text.ages import age
+
+    assert [age(s) for s in (0, 12, 59, 72, 95, 3599, 3600, 172800)] == [
+        "just now",
+        "12 s ago",
+        "59 s ago",
+        "1 min ago",
+        "1 min ago",
+        "59 min ago",
+        "1 h ago",
+        "2 days ago",
+    ]
+
+
+async def test_a_withdrawn_message_is_said_to_be_removed_on_your_cancel() -> None:
+    box = outbox()
+    sent(box, 1, "rename it")
+
+    async def deliver(path: Path, request: Cancel) -> Ack:
+        return Ack(1, "ack", request.message_id, "withdrawn")
+
+    line = await box.cancel("#1", me=ME, socket_of=Path, deliver=deliver)
+    assert line.startswith(f"Withdrawn: {WHO} removed message ")
+    (entry,) = box.take_entries()
+    assert entry.meta["headline"] == (
+        f'⇄ {WHO} removed your message #1 "rename it" from its queue: you withdrew it '
+        "(/agents cancel) before it ran"
+    )
+    assert "this instance" not in entry.meta["headline"]

@@ -138,4 +138,5 @@ def test_a_send_card_keeps_what_the_outbox_needs() -> None:
         "first_line": "update it",
         "receipts": "yes",
     }
-    assert tuple(meta) == CARD_KEYS
+    numbered = card_meta(MID, SENDER, "d (pid 1)", "x", receipts=True, number=7)
+    assert tuple(numbered) == CARD_KEYS and numbered["number"] == "7"

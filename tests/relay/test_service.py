@@ -345,6 +345,23 @@ async def test_new_envelope_carries_this_instance(short_tmp: Path) -> None:
         nursery.cancel_scope.cancel()
 
 
+async def test_a_refused_send_gives_its_counter_to_the_next_and_after_skips_used_numbers(
+    short_tmp: Path,
+) -> None:
+    svc = make_service(short_tmp)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(svc.run)
+        iid = svc.status().instance_id
+        refused = svc.new_envelope("77-peer", "while it was paused")
+        svc.refused(refused)  # no receiver stored it: the id is free again
+        assert svc.new_envelope("77-peer", "again").message_id == f"{iid}-1"
+        # A session whose sent list reached #6 goes on with #7, never a second #2.
+        assert svc.new_envelope("77-peer", "next", after=6).message_id == f"{iid}-7"
+        svc.refused(refused)  # not the last one given: nothing changes
+        assert svc.new_envelope("77-peer", "last").message_id == f"{iid}-8"
+        nursery.cancel_scope.cancel()
+
+
 async def test_an_enqueue_received_from_an_unsafe_relay_dir_is_refused(short_tmp: Path) -> None:
     # The sender check reads the sender's manifest there: not once the directory is open.
     relay_dir = short_tmp / "agents"

@@ -120,3 +120,18 @@ def test_agent_names_outside_the_grammar(name: str) -> None:
     assert not is_agent_name(name)
     problem = agent_name_problem(name)
     assert problem.startswith(f"{name!r} is not an agent name: use 1 to 64 letters")
+
+
+@pytest.mark.parametrize("target", ["@alpha", "ALPHA", "900-9999"])
+def test_a_target_that_is_this_instance_says_so(target: str) -> None:
+    me = peer("900-9999", "alpha", "/w/alpha").manifest
+    with pytest.raises(CommandError) as err:
+        resolve_target(target, [DIGEST], own=me)
+    text = str(err.value)
+    assert text.startswith(f"/send: {target} is this instance (alpha, pid 900): a message goes")
+    assert text.endswith("Other instances: @weekly-digest (pid 100, /w/digest) · 100-1111.")
+    with pytest.raises(CommandError, match=f"is this instance .*{NO_PEERS}"):
+        resolve_target(target, [], own=me)
+    # Another live instance with the same name is the one meant.
+    twin = peer("901-9999", "alpha", "/w/alpha2")
+    assert resolve_target("@alpha", [twin], own=me) is twin

@@ -85,8 +85,8 @@ def test_the_inbox_lists_oldest_first_with_state_check_age_and_first_line() -> N
     assert lines[1] == (
         "  1. queued alpha (pid 101) · verified · 10 min ago · fix the build (+1 line)"
     )
-    assert lines[2].startswith("  2. held   beta (pid 202) · UNVERIFIED · just now · xxx")
-    assert len(lines[2]) < len("  2. held   beta (pid 202) · UNVERIFIED · just now · ") + 70
+    assert lines[2].startswith("  2. held   beta (pid 202) · UNVERIFIED · 30 s ago · xxx")
+    assert len(lines[2]) < len("  2. held   beta (pid 202) · UNVERIFIED · 30 s ago · ") + 70
     assert len(lines) == 3
 
 

@@ -341,7 +341,8 @@ async def test_a_relayed_send_question_names_its_sender() -> None:
         await trio.testing.wait_all_tasks_blocked()
         head = "".join(t for _, t, *_ in line.render(30, 200)).split("\n")[0]
         assert (
-            head == "╭ A relayed request from alpha (pid 1) wants to send a message to alpha · 1-2:"
+            head
+            == "╭ A relayed request from alpha (pid 1) wants to send a reply back to alpha · 1-2:"
         )
         line.press("escape")
 

@@ -633,7 +633,7 @@ def test_a_delivered_send_card_says_what_became_of_the_delivery() -> None:
 def test_sessions_name_a_model_file_by_its_name() -> None:
     summary = SessionSummary("1_2", "fix it", "/path/to/smollm2.gguf", 0.0, 1)
     (line,) = session_lines([SessionRow(summary, current=True)], now=60.0)
-    assert line == "*  1. fix it  (smollm2.gguf; 1 message, just now)  1_2"
+    assert line == "*  1. fix it  (smollm2.gguf; 1 message, 1 min ago)  1_2"
 
 
 def test_list_items_in_an_answer_wrap_under_their_text() -> None:

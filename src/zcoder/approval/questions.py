@@ -66,6 +66,9 @@ def question_head(request: ApprovalRequest) -> str:
     (``The model wants to run this command in /w:``), on one line with its control
     characters made visible."""
     who = _who(request)
+    if request.kind == "send" and request.origin == "relay":
+        # A relayed turn may send only to its sender: a reply, not a task passed on.
+        return f"{who} wants to send a reply back to {_shown(request.target)}:"
     if request.kind == "send":
         return f"{who} wants to send a message to {_shown(request.target)}:"
     if request.kind == "write":

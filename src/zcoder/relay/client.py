@@ -51,6 +51,12 @@ class _Ambiguous(Exception):
     """The request may or may not have been received."""
 
 
+def message_counter(message_id: str) -> int:
+    """The counter that ends a message id (``new_message_id``); 0 when it ends otherwise."""
+    tail = message_id.rpartition("-")[2]
+    return int(tail) if tail.isascii() and tail.isdigit() else 0
+
+
 def new_message_id(instance_id: str, counter: int) -> str:
     """``<instance_id>-<counter>``: unique per sender as long as the counter never repeats."""
     if not INSTANCE_ID_RE.fullmatch(instance_id) or type(counter) is not int or counter < 0:

@@ -2,18 +2,20 @@
 reported (sans I/O, in memory, one owner: the app's relay link).
 
 A message enters with its ack (``accepted`` or ``duplicate``: only stored messages are
-kept) and a number, 1, 2, 3... in the order sent, which it keeps (``/agents sent`` and the
-receipt entries name it ``#3``). A receipt is applied only when it is for a message id this
-instance sent, from the exact instance it was sent to, and only when it moves the state
-forward: ``accepted`` < ``held`` < ``started`` < a final state (``FINAL_STATES``), which
-nothing changes. A running turn may wait for its receiver's user and go on, as often as it
-asks: ``waiting`` and ``started`` stand on the same step and each replaces the other (the
-receiver sends a destination's receipts in order, one at a time). So receipts are
-idempotent: a repeated ``started``, ``waiting`` or ``held`` changes nothing, ``held`` after
-``started`` cannot move it back, a late ``started`` cannot undo a ``completed`` (``apply``
-returns ``None`` then: nothing to show, nothing to save); a state this version does not
-know changes nothing either. A receiver whose ack did not say ``receipts`` (a version-1
-peer) never reports: its messages stay ``accepted`` and say so (``receipts`` false).
+kept) and a number, rising in the order sent, which it keeps (``/agents sent`` and the
+receipt entries name it ``#3``): the counter that ends its message id (``…-3``), so the
+number a card shows and the id beside it never disagree. A receipt is applied only when it
+is for a message id this instance sent, from the exact instance it was sent to, and only
+when it moves the state forward: ``accepted`` < ``held`` < ``started`` < a final state
+(``FINAL_STATES``), which nothing changes. A running turn may wait for its receiver's user
+and go on, as often as it asks: ``waiting`` and ``started`` stand on the same step and each
+replaces the other (the receiver sends a destination's receipts in order, one at a time).
+So receipts are idempotent: a repeated ``started``, ``waiting`` or ``held`` changes
+nothing, ``held`` after ``started`` cannot move it back, a late ``started`` cannot undo a
+``completed`` (``apply`` returns ``None`` then: nothing to show, nothing to save); a state
+this version does not know changes nothing either. A receiver whose ack did not say
+``receipts`` (a version-1 peer) never reports: its messages stay ``accepted`` and say so
+(``receipts`` false).
 
 ``standing`` is what a listing shows: the state, or ``gone`` for an unsettled message of a
 reporting receiver that is no longer there (the caller looks, this module does no I/O).
@@ -40,6 +42,7 @@ __all__ = [
     "CARD_KEYS",
     "DEFAULT_LIMIT",
     "GONE",
+    "WITHDRAWN",
     "Outbox",
     "Sent",
     "card_meta",
@@ -49,6 +52,9 @@ __all__ = [
 ]
 
 DEFAULT_LIMIT = 200
+#: The detail of a message this instance withdrew (``/agents cancel``): said to its sender,
+#: the user here, so "you" (never "this instance", read as the receiver).
+WITHDRAWN = "you withdrew it (/agents cancel) before it ran"
 #: What ``/agents sent`` shows for an unsettled message whose receiver is gone.
 GONE = "gone"
 _ORDER = {"accepted": 0, "held": 1, "started": 2, "waiting": 2}
@@ -56,7 +62,7 @@ _RUNNING_RANK = 2  # ``started`` and ``waiting``: either may follow the other
 _FINAL_RANK = 3
 _FIRST_LINE_CHARS = 160
 #: What a send card's meta holds of the message it delivered (``card_meta``).
-CARD_KEYS = ("message_id", "to", "peer", "first_line", "receipts")
+CARD_KEYS = ("message_id", "to", "peer", "first_line", "receipts", "number")
 
 
 def _first_line(body: str) -> str:
@@ -64,17 +70,24 @@ def _first_line(body: str) -> str:
 
 
 def card_meta(
-    message_id: str, target_instance_id: str, target: str, body: str, *, receipts: bool
+    message_id: str,
+    target_instance_id: str,
+    target: str,
+    body: str,
+    *,
+    receipts: bool,
+    number: int | None = None,
 ) -> dict[str, str]:
     """The send card's record of a stored message (``CARD_KEYS``): what ``restore`` takes
     back when the session is resumed."""
-    return {
+    meta = {
         "message_id": message_id,
         "to": target_instance_id,
         "peer": target,
         "first_line": _first_line(body)[:_FIRST_LINE_CHARS],
         "receipts": "yes" if receipts else "no",
     }
+    return meta if number is None else {**meta, "number": str(number)}
 
 
 def rank(state: str) -> int:
@@ -102,7 +115,7 @@ class Sent:
     first_line: str
     sent_at: float
     receipts: bool  # the receiver said it reports (its ack carried ``receipts``)
-    number: int = 0  # 1, 2, 3... in the order sent: ``#3`` in receipts and /agents sent
+    number: int = 0  # rising in the order sent: ``#3`` in receipts and /agents sent
     state: str = "accepted"
     updated_at: float = 0.0
     detail: str = ""
@@ -129,12 +142,25 @@ class Outbox:
         self._sent: dict[str, Sent] = {}
         self._count = 0
 
+    @property
+    def last_number(self) -> int:
+        """The highest number given so far (0: none)."""
+        return self._count
+
     def record(
-        self, message_id: str, target_instance_id: str, target: str, body: str, *, receipts: bool
+        self,
+        message_id: str,
+        target_instance_id: str,
+        target: str,
+        body: str,
+        *,
+        receipts: bool,
+        number: int = 0,
     ) -> Sent:
-        """Keep a message its receiver stored; returns its entry (a repeated id keeps the
-        first entry)."""
-        return self._keep(message_id, target_instance_id, target, _first_line(body), receipts)
+        """Keep a message its receiver stored, as ``number`` (0: the next one); returns its
+        entry (a repeated id keeps the first entry)."""
+        first = _first_line(body)
+        return self._keep(message_id, target_instance_id, target, first, receipts, number=number)
 
     def restore(
         self,
@@ -145,10 +171,14 @@ class Outbox:
         *,
         receipts: bool,
         at: float,
+        number: int = 0,
     ) -> Sent:
         """Take back a message a saved session's transcript says was sent (at ``at``, by an
-        earlier run): it gets the next number, as it did then."""
-        sent = self._keep(message_id, target_instance_id, target, first_line, receipts, at)
+        earlier run): it gets the number it had (``number``; 0, for a card saved without
+        one: the next number, as it did then)."""
+        sent = self._keep(
+            message_id, target_instance_id, target, first_line, receipts, at, number=number
+        )
         sent.earlier = True
         return sent
 
@@ -160,12 +190,15 @@ class Outbox:
         first_line: str,
         receipts: bool,
         at: float | None = None,
+        *,
+        number: int = 0,
     ) -> Sent:
         if message_id in self._sent:
             return self._sent[message_id]
         now = self._clock() if at is None else at
-        self._count += 1
-        sent = Sent(message_id, target_instance_id, target, first_line, now, receipts, self._count)
+        number = number if number > self._count else self._count + 1  # never one given
+        self._count = number
+        sent = Sent(message_id, target_instance_id, target, first_line, now, receipts, number)
         sent.updated_at = now
         self._sent[message_id] = sent
         self._trim()
@@ -213,7 +246,7 @@ class Outbox:
         if sent is None or sent.final:
             return None
         sent.state, sent.updated_at = "cancelled", self._clock()
-        sent.detail = "withdrawn by this instance before it ran"
+        sent.detail = WITHDRAWN
         return sent
 
     def _trim(self) -> None:

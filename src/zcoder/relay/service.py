@@ -142,15 +142,18 @@ class RelayService:
             queued=_unfinished(spool, damaged=self.health.damaged),
         )
 
-    def new_envelope(self, target_instance_id: str, body: str, hops: int = 0) -> Enqueue:
-        """An ``enqueue`` from this instance with a fresh message id (``<id>-<counter>``),
-        ``hops`` relayed turns deep (zcoder's extension: always sent, a version-1 peer
-        ignores it);
+    def new_envelope(
+        self, target_instance_id: str, body: str, hops: int = 0, *, after: int = 0
+    ) -> Enqueue:
+        """An ``enqueue`` from this instance with a fresh message id (``<id>-<counter>``,
+        the counter past both the last one sent and ``after``: the sent list's last
+        number, so a message's number is its counter), ``hops`` relayed turns deep
+        (zcoder's extension: always sent, a version-1 peer ignores it);
         ``RelayUnavailable`` while the relay is not available, ``ValueError`` for a field
         the envelope refuses (empty body, bad target id)."""
         if not self._available or self._reservation is None:
             raise RelayUnavailable(self.health.reason)
-        self._sent += 1
+        self._sent = max(self._sent, after) + 1
         project, workspace = self._identity
         instance_id = self._reservation.instance_id
         return Enqueue(
@@ -166,6 +169,12 @@ class RelayService:
             created_at=int(time.time()),
             hops=hops,
         )
+
+    def refused(self, envelope: Enqueue) -> None:
+        """The receiver answered ``envelope`` without storing it: its counter goes to the
+        next message (no receiver holds the id, so it cannot be taken for a repeat)."""
+        if client.message_counter(envelope.message_id) == self._sent:
+            self._sent -= 1
 
     @property
     def spool(self) -> Spool | None:

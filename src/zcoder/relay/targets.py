@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from zcoder.errors import CommandError
 from zcoder.relay.listing import NO_PEERS
+from zcoder.relay.manifest import Manifest
 from zcoder.relay.registry import Peer
 from zcoder.text.visible import escape_controls
 
@@ -41,10 +42,11 @@ def _listed(peers: Sequence[Peer]) -> str:
     return shown + (f"; and {more} more" if more > 0 else "")
 
 
-def resolve_target(target: str, peers: Sequence[Peer]) -> Peer:
+def resolve_target(target: str, peers: Sequence[Peer], own: Manifest | None = None) -> Peer:
     """The one peer of ``peers`` (a fresh discovery) that ``target`` names: its exact
     instance id, or its label with or without ``@``. ``CommandError`` naming the candidates
-    when the label is ambiguous, and the live peers when nothing matches."""
+    when the label is ambiguous, and the live peers when nothing matches: that ``target``
+    is this instance (``own``) when it names only that."""
     if not target.startswith("@"):
         exact = next((p for p in peers if p.manifest.instance_id == target), None)
         if exact is not None:
@@ -59,6 +61,12 @@ def resolve_target(target: str, peers: Sequence[Peer]) -> Peer:
         raise CommandError(
             f"/send: {len(matches)} live instances are named @{escape_controls(label)}: "
             f"{_listed(matches)}. Send to one by its instance id."
+        )
+    if own is not None and (target == own.instance_id or wanted == own.project.casefold()):
+        others = f"Other instances: {_listed(peers)}." if peers else NO_PEERS
+        raise CommandError(
+            f"/send: {shown} is this instance ({escape_controls(own.project)}, pid {own.pid}): "
+            f"a message goes to another instance. {others}"
         )
     if not peers:
         raise CommandError(f"/send: no live instance is named {shown!r}. {NO_PEERS}")

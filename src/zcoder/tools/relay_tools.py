@@ -278,7 +278,9 @@ async def send_to(handle: RelayHandle, peer: Peer, message: str, hops: int = 0) 
         result = attrs.evolve(result, summary=f"#{number} {result.summary}")
     m = peer.manifest  # the card keeps what the outbox needs when the session is resumed
     target = f"{escape_controls(m.project)} (pid {m.pid})"
-    meta = card_meta(ack.message_id, m.instance_id, target, message, receipts=bool(ack.receipts))
+    meta = card_meta(
+        ack.message_id, m.instance_id, target, message, receipts=bool(ack.receipts), number=number
+    )
     return attrs.evolve(result, meta=meta)
 
 

@@ -24,9 +24,9 @@ from zcoder.relay.inbound import (
     WaitsForModel,
     Withdrawn,
 )
+from zcoder.text.ages import age
 from zcoder.text.visible import escape_controls
 from zcoder.ui.agents_text import body_lines, first_line
-from zcoder.ui.text import age
 
 __all__ = [
     "Say",

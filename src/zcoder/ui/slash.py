@@ -18,9 +18,10 @@ import trio
 from zcoder.commands import AGENTS_ACTIONS, ParsedCommand, help_lines, suggest
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import ZcoderError
+from zcoder.text.ages import age
 from zcoder.ui.backend import Backend, SessionRow
 from zcoder.ui.events import Intent, RelayControl, WarmUpRequest
-from zcoder.ui.text import age, model_label, one_line, shorten
+from zcoder.ui.text import model_label, one_line, shorten
 from zcoder.ui.wrap import wrap_line
 
 __all__ = [
@@ -28,7 +29,6 @@ __all__ = [
     "KEY_HELP",
     "SlashCommands",
     "SlashHost",
-    "age",
     "session_lines",
     "two_columns",
 ]
@@ -155,7 +155,7 @@ class SlashCommands:
             return
         if word == "sent":
             lines = self.host.backend.relay_sent()
-            self._print("Messages sent from this instance:", lines)
+            self._print("Messages sent in this session:", lines)
             return
         if word == "cancel":
             if not rest.strip():

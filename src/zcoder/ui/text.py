@@ -20,7 +20,6 @@ if TYPE_CHECKING:  # the UI toolkit only for types: the relay's texts load witho
 __all__ = [
     "CTRL_STYLE",
     "TAB",
-    "age",
     "control_display",
     "one_line",
     "shorten",
@@ -87,14 +86,3 @@ def shorten(text: str, width: int) -> str:
     if width <= 1:
         return text[: max(width, 0)]
     return text[: width - 1] + "…"
-
-
-def age(seconds: float) -> str:
-    """How long ago, in words: ``just now``, ``5 min ago``, ``3 h ago``, ``2 days ago``."""
-    if seconds < 90:
-        return "just now"
-    if seconds < 5400:
-        return f"{int(seconds // 60)} min ago"
-    if seconds < 172800:
-        return f"{int(seconds // 3600)} h ago"
-    return f"{int(seconds // 86400)} days ago"

@@ -290,14 +290,19 @@ class RelayLink:
             raise RelayUnavailable(self.reason)
         return await self.service.discover()
 
-    async def send(self, peer: Peer, message: str, hops: int = 0) -> tuple[Enqueue, Ack]:
-        """Send ``message`` to ``peer``; the envelope and the receiver's ack. When the
-        receiver stored it, its receipts will be taken."""
+    async def send(
+        self, peer: Peer, message: str, hops: int = 0, *, after: int = 0
+    ) -> tuple[Enqueue, Ack]:
+        """Send ``message`` to ``peer`` with an id past ``after`` (the sent list's last
+        number); the envelope and the receiver's ack. When the receiver stored it, its
+        receipts will be taken."""
         if self.off:
             raise RelayUnavailable(self.reason)
         self.service.health.check_dir()  # nothing is sent from a directory that became unsafe
         try:
-            envelope = self.service.new_envelope(peer.manifest.instance_id, message, hops)
+            envelope = self.service.new_envelope(
+                peer.manifest.instance_id, message, hops, after=after
+            )
         except ValueError as exc:
             raise RelayError(f"the message cannot be sent: {exc}") from None
         settings = self.config.relay
@@ -309,6 +314,8 @@ class RelayLink:
         )
         if ack.stored:
             self.service.intake.expect(envelope.message_id, envelope.target_instance_id)
+        else:
+            self.service.refused(envelope)  # stored nowhere: its id goes to the next message
         return envelope, ack
 
 

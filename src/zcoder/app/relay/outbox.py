@@ -36,9 +36,11 @@ from pathlib import Path
 
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError, RelayUnavailable
+from zcoder.relay.client import message_counter
 from zcoder.relay.envelope import Ack, Cancel, Enqueue, Receipt
 from zcoder.relay.limits import PROTOCOL_VERSION
-from zcoder.relay.outbox import Outbox, Sent, standing
+from zcoder.relay.outbox import WITHDRAWN, Outbox, Sent, standing
+from zcoder.text.ages import age
 from zcoder.text.flat import one_line
 from zcoder.text.visible import escape_controls
 
@@ -106,6 +108,8 @@ def headline(sent: Sent, before: str = "") -> str:
     doing = _DOING.get(sent.state, sent.state + " your message {m}")
     if sent.state == "started" and before == "waiting":
         doing = _GOES_ON
+    if sent.state == "cancelled" and sent.detail == WITHDRAWN:  # our cancel, not its user's
+        doing = "removed your message {m} from its queue"
     doing = doing.format(m=naming(sent))
     return f"⇄ {sent.target} {doing}{tail}"
 
@@ -144,6 +148,7 @@ def rebuilt(events: Iterable[TranscriptEvent], clock: Callable[[], float] = time
                 meta.get("first_line", ""),
                 receipts=meta.get("receipts") == "yes",
                 at=event.at,
+                number=int(number) if (number := meta.get("number", "")).isdigit() else 0,
             )
         elif event.role == "relay" and meta.get("receipt") and (sent := box.get(mid)):
             detail = meta.get("detail", "")
@@ -164,14 +169,6 @@ def _answer_of(text: str, changed: str) -> str:
 
 def _never(instance_id: str) -> bool:
     return False
-
-
-def _age(seconds: float) -> str:
-    if seconds < 90:
-        return f"{int(seconds)} s ago"
-    if seconds < 5400:
-        return f"{int(seconds // 60)} min ago"
-    return f"{int(seconds // 3600)} h ago"
 
 
 class RelayOutbox:
@@ -252,6 +249,7 @@ class RelayOutbox:
                 target,
                 envelope.body,
                 receipts=bool(ack.receipts),
+                number=message_counter(envelope.message_id),
             )
 
     def sent_lines(self, gone: Callable[[str], bool] = _never) -> list[str]:
@@ -259,8 +257,22 @@ class RelayOutbox:
         whether a receiver (by instance id) has left (asked once per receiver)."""
         now = self._clock()
         entries = self.outbox.entries()
+        # The list is the session's; what other sessions of this run sent is still known
+        # (their receipts arrive), so an empty list must not read as "nothing was sent".
+        others = sum(
+            not s.earlier for b in self._books.values() if b is not self.outbox for s in b.entries()
+        )
+        elsewhere = (
+            f"{others} sent from other sessions of this run: /sessions N switches to one"
+            if others
+            else ""
+        )
         if not entries:
-            return ["No messages sent in this session yet."]
+            return [
+                f"No messages sent in this session yet ({elsewhere})."
+                if others
+                else "No messages sent in this session yet."
+            ]
         left: dict[str, bool] = {}
         lines = []
         for sent in entries:
@@ -276,13 +288,19 @@ class RelayOutbox:
                 state = f"{state} ({EARLIER})"
             lines.append(
                 f"{sent.number:>3}. {sent.message_id} → {sent.target} · {state} · "
-                f"{_age(now - sent.updated_at)} · {_first_words(sent, _LIST_CHARS)}"
+                f"{age(now - sent.updated_at)} · {_first_words(sent, _LIST_CHARS)}"
             )
+        if others:
+            lines.append(f"({elsewhere})")
         return lines
 
     def find(self, ref: str) -> Sent:
-        """A sent message by id or by its number in ``/agents sent``; ``CommandError``."""
-        numbered = self.outbox.numbered(int(ref)) if ref.isdigit() else None
+        """A sent message by id or by its number in ``/agents sent`` (``3`` or ``#3``, as
+        its card and receipts name it); ``CommandError``."""
+        number = ref.removeprefix("#")
+        numbered = None
+        if number.isascii() and number.isdigit():
+            numbered = self.outbox.numbered(int(number))
         if numbered is not None:
             return numbered
         sent = self._get(ref)

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Protocol
 
 import trio
 
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError, RelayError, RelayUnavailable
+from zcoder.relay.manifest import Manifest, load_manifest
 from zcoder.relay.registry import Peer
 from zcoder.relay.targets import resolve_target
 from zcoder.tools.relay_tools import RelayHandle, check_message, send_to
@@ -54,6 +56,7 @@ class SendLink(RelayHandle, Protocol):
     def reason(self) -> str: ...
 
     def card_label(self, instance_id: str) -> str: ...
+    def sending_from(self) -> tuple[str, Path]: ...
     def checkout_note(self, instance_id: str) -> str: ...
 
 
@@ -72,7 +75,7 @@ async def send_command(link: SendLink, args: str) -> TranscriptEvent:
     except (RelayError, trio.TooSlowError) as exc:
         why = str(exc) or "discovery took too long"
         raise RelayUnavailable(f"/send: the relay is unavailable: {why}") from None
-    peer = resolve_target(target, peers)
+    peer = resolve_target(target, peers, _own(link))
     result = await send_to(link, peer, text)
     state = "delivered" if result.ok else "undelivered"
     label = link.card_label(peer.manifest.instance_id)
@@ -80,6 +83,15 @@ async def send_command(link: SendLink, args: str) -> TranscriptEvent:
     note = link.checkout_note(peer.manifest.instance_id)
     text = f"{result.summary} · {note}" if note else result.summary
     return TranscriptEvent(role="tool", text=text, meta=meta)
+
+
+def _own(link: SendLink) -> Manifest | None:
+    """This instance's manifest (to say that a target is this instance), when readable."""
+    try:
+        instance_id, relay_dir = link.sending_from()
+        return load_manifest(relay_dir, instance_id)
+    except RelayError:
+        return None
 
 
 class PeerRefresh:

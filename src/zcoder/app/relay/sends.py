@@ -12,6 +12,7 @@ takes and feeds to the inbound machine (a reply in a relayed turn is a round tri
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from zcoder.app.relay.labels import TargetNames
 from zcoder.app.relay.link import RelayLink
@@ -63,8 +64,13 @@ class Sends:
         """A relayed message now runs: a reply's question can name its sender."""
         self._names.remember_sender(envelope)
 
+    def sending_from(self) -> tuple[str, Path]:
+        """This instance's id and the checked relay directory (``RelayLink.sending_from``)."""
+        return self._link.sending_from()
+
     async def deliver(self, peer: Peer, message: str, hops: int = 0) -> Ack:
-        envelope, ack = await self._link.send(peer, message, hops)
+        last = self.outbox.outbox.last_number  # the number is the id's counter
+        envelope, ack = await self._link.send(peer, message, hops, after=last)
         if ack.status == "accepted":
             self.accepted.append(peer.manifest.instance_id)
         m = peer.manifest

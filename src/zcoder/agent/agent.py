@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from zcoder.agent.context import Calibration, Window, decide_window, estimate_tokens
+from zcoder.agent.context import Calibration, Window
 from zcoder.agent.context_report import context_report
 from zcoder.agent.model import ChatChunk, ChatRequest, ClientWrapper, ModelClient
 from zcoder.agent.parts import Conversation, TurnParts
 from zcoder.agent.turns import OutcomeStatus, RelaySender, TurnOutcome, TurnRequest
+from zcoder.agent.windows import Windows, measure_fill
 from zcoder.approval.questions import Approver
 from zcoder.checkpoint.records import TurnRecord
 from zcoder.checkpoint.text import model_note, report_lines
@@ -40,8 +41,6 @@ if TYPE_CHECKING:
 __all__ = ["Agent", "OutcomeStatus", "RelaySender", "TurnOutcome", "TurnRequest"]
 
 _log = logging.getLogger(__name__)
-# Asking the server for a model's context window is an extra; it must not hold a turn up.
-_ASK_WINDOW_SECONDS = 5.0
 
 
 class _Reach(ClientWrapper):
@@ -89,7 +88,7 @@ class Agent:
         self._sink = sink
         self._model = session.model or config.model
         self._no_thinking: set[str] = set()  # models that refused think=true
-        self._reported: dict[str, int | None] = {}  # the server's context window per model
+        self._windows = Windows(config.context_window)  # the one owner of each window
         self._served: set[str] = set()  # models a chat request has reached (loaded now)
         self._calibrations: dict[str, Calibration] = {}
         self._fixed_estimate = 0  # the system prompt and tools of the last request, estimated
@@ -150,22 +149,9 @@ class Agent:
         self._keep(turn)
 
     async def _window(self) -> Window:
-        """The window for the current model: asked of the server once per model (a failure
-        to ask is not an error; it is asked again next time), bounded by the config.
-
-        A server that reports nothing before the model served a request is asked again
-        after: Ollama's ``/api/ps`` lists only a loaded model's window."""
+        """The window for the current model (``windows.Windows`` decides it)."""
         model = self._model
-        if model not in self._reported:
-            with trio.move_on_after(_ASK_WINDOW_SECONDS):
-                try:
-                    reported = await self._client.context_length(model)
-                except ModelError as exc:
-                    _log.debug("context window of %s not known: %r", model, exc)
-                else:
-                    if reported is not None or model in self._served:
-                        self._reported[model] = reported
-        return decide_window(self._config.context_window, self._reported.get(model))
+        return await self._windows.ask(self._client, model, served=model in self._served)
 
     async def run_turn(
         self, request: TurnRequest, *, on_reach: Callable[[], None] | None = None
@@ -298,10 +284,9 @@ class Agent:
         """How full the next request would make the window (None before any request)."""
         if not self._fixed_estimate:
             return None
-        window = decide_window(self._config.context_window, self._reported.get(self._model))
         calibration = self._calibrations.setdefault(self._model, Calibration())
-        estimate = self._fixed_estimate + estimate_tokens(self.session.history, [])
-        return ContextFill(calibration.tokens(estimate), window.tokens)
+        window = self._windows.of(self._model)
+        return measure_fill(self._fixed_estimate, self.session.history, calibration, window)
 
     async def context_lines(self) -> list[str]:
         """``/context``: the window and who set it, and what fills it."""
@@ -346,7 +331,7 @@ class Agent:
         if self._config.think and not turn.think:
             self._no_thinking.add(self._model)
         if turn.learned_window is not None:
-            self._reported[self._model] = turn.learned_window.tokens
+            self._windows.learn(self._model, turn.learned_window)
         self._fixed_estimate = turn.steps.fixed_estimate or self._fixed_estimate
 
     def _save(self, session: Session) -> None:

@@ -21,6 +21,7 @@ from zcoder.agent.prompts import build_system_prompt
 from zcoder.agent.rounds import RoundRunner
 from zcoder.agent.stop_note import sent_history
 from zcoder.agent.turns import TurnRequest
+from zcoder.agent.windows import measure_fill
 from zcoder.conversation import Message
 from zcoder.live import ContextFill
 
@@ -96,8 +97,8 @@ class Steps:
 
     def fill(self) -> ContextFill:
         """How full the next request will make the window (the status bar's ``ctx``)."""
-        self.build(think=False)
-        return ContextFill(self.prompt_tokens(), self.window.tokens)
+        history = self._p.session.history
+        return measure_fill(self.fixed_estimate, history, self._p.calibration, self.window)
 
     async def count_fixed(self, think: bool) -> None:
         """Have the server count a request that fits: the system prompt and the tool

@@ -254,12 +254,22 @@ async def test_agents_and_list_agents_show_the_relay(short_tmp: Path) -> None:
         nursery.cancel_scope.cancel()
 
 
+async def worker_turn(backend: AgentBackend, text: str) -> None:
+    """A local turn as the worker runs it (``TurnWorker._run_turn``, the one place a turn
+    starts and ends: busy, the turn, ready)."""
+    backend.runner.set_busy(True)
+    try:
+        await backend.runner.run_turn(text)
+    finally:
+        backend.runner.set_busy(False)
+
+
 async def test_model_and_state_changes_refresh_the_manifest(short_tmp: Path) -> None:
     async with pair(short_tmp) as (a, b):
         b.backend.set_model("other:1")
         b.client.replies = [[HANG]]
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(b.backend.runner.run_turn, "work")
+            nursery.start_soon(worker_turn, b.backend, "work")
             await trio.testing.wait_all_tasks_blocked()
             assert len(b.client.requests) == 1
             (peer,) = await a.backend.sends.discover()

@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 from tests.agent.doubles import HANG, call, text, tools
-from tests.app.test_relay_app import Instance, pair, start
+from tests.app.test_relay_app import Instance, pair, start, worker_turn
 from zcoder.config import RelaySettings
 from zcoder.live import ToolUpdate
 
@@ -105,7 +105,7 @@ async def test_the_question_shows_the_state_a_fresh_ping_found(short_tmp: Path) 
         b.backend.runner.relay_control("resume")
         b.client.replies = [[HANG]]
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(b.backend.runner.run_turn, "a long local task")
+            nursery.start_soon(worker_turn, b.backend, "a long local task")
             await trio.testing.wait_all_tasks_blocked()
             await model_sends(a, (b.id, "while busy"))
             b.backend.runner.cancel_turn()

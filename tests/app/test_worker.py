@@ -422,3 +422,31 @@ async def test_the_probe_runs_a_message_that_missed_the_model_once_it_answers(
         assert b.asked("rename users.name") == ["rename users.name"] * 2
         assert b.core.backend.inbox.status() == ("on", 0)
         nursery.cancel_scope.cancel()
+
+
+async def test_the_manifest_says_busy_exactly_while_the_worker_runs_a_turn(
+    short_tmp: Path,
+) -> None:
+    # The worker starts and ends every turn in one place; the manifest follows it.
+    gate = Gate()
+    async with trio.open_nursery() as nursery:
+        b = await receiver(
+            nursery, short_tmp, [tools(call("run_command", command="ls"))], approver=gate
+        )
+        a = await start(nursery, short_tmp, "alpha")
+
+        async def state() -> str:
+            peer = next(
+                p for p in await a.backend.sends.discover() if p.manifest.instance_id == b.id
+            )
+            return peer.manifest.state
+
+        assert await state() == "ready"
+        await b.tell(Prompt("list the files"))
+        with trio.fail_after(WAIT):
+            await gate.asked.wait()
+        assert await state() == "busy"  # a local turn, asking its user
+        gate.release.set()
+        await b.turns(1)
+        assert await state() == "ready"
+        nursery.cancel_scope.cancel()

@@ -55,6 +55,7 @@ class FakeInbox:
 class FakeBackend:
     def __init__(self) -> None:
         self.inbox = FakeInbox(self)
+        self.busy_states: list[bool] = []  # what the worker said, turn by turn
         self.model = "m:1"
         self.session_id = "s1"
         self.session_title = "New session"
@@ -80,6 +81,9 @@ class FakeBackend:
         self._relay_change = trio.Event()
         self.approver: ApprovalLine | None = None
         self._scope: trio.CancelScope | None = None
+
+    def set_busy(self, busy: bool) -> None:
+        self.busy_states.append(busy)
 
     def lines(self) -> list[str]:  # ``/mcp`` (the fake is its own ``mcp`` view)
         return ["demo: ready"]

@@ -186,11 +186,7 @@ class AgentBackend:
 
     async def compact(self, focus: str) -> bool:
         """``/compact [focus]``, run by the worker like a turn (Escape cancels it)."""
-        self.relay.refresh(state="busy")
-        try:
-            return await self.agent.compact(focus)
-        finally:
-            self.relay.refresh(state="ready")
+        return await self.agent.compact(focus)
 
     async def undo(self, first: int | None) -> list[str]:
         """``/undo`` and ``/rewind N``, run by the worker between turns."""

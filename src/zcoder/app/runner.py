@@ -60,11 +60,7 @@ class TurnRunner:
 
     async def run_turn(self, text: str) -> str:
         self._inbox.local_turn()  # the user is in the loop again
-        self._relay.refresh(state="busy")
-        try:
-            outcome = await self._agent.run_turn(TurnRequest("user", text))
-        finally:
-            self._relay.refresh(state="ready")
+        outcome = await self._agent.run_turn(TurnRequest("user", text))
         if outcome.reached_model:
             self._model_answers(True)
         elif outcome.status == "error":
@@ -74,6 +70,11 @@ class TurnRunner:
 
     def cancel_turn(self) -> bool:
         return self._agent.cancel_turn()
+
+    def set_busy(self, busy: bool) -> None:
+        """The worker started (``True``) or ended a turn: the manifest says ``busy`` or
+        ``ready`` to the other instances."""
+        self._relay.refresh(state="busy" if busy else "ready")
 
     async def check_model(self) -> str:
         check = await self._server.check()
@@ -135,19 +136,16 @@ class TurnRunner:
         """Run a claimed message. It is settled (at most once) when its turn reached the
         model, whatever the outcome; when it never did (server unreachable, model missing),
         nothing of it ran: it goes back first in the queue and waits for the model."""
-        self._relay.refresh(state="busy")
         self._changes.start()
         ended = False
         try:
             request = TurnRequest("relay", *_sender(claimed))
             outcome = await self._agent.run_turn(request, on_reach=self._reached)
-            self._relay.refresh(state="ready")
             self._say(self._ended(outcome))
             ended = True
             _log.debug("relayed turn %s ended: %s", claimed.envelope.message_id, outcome.status)
         finally:
             if not ended:  # an error of ours, or the whole app is going
-                self._relay.refresh(state="ready")
                 self._say(self._inbox.abandoned())
         return True
 
@@ -161,9 +159,7 @@ class TurnRunner:
             self._relay.model_available(False)
             return self._inbox.unreached()
         state, detail = final_state(outcome)
-        return self._inbox.finished(
-            state, detail, self._changes.changed(self._agent.turn_changes)
-        )
+        return self._inbox.finished(state, detail, self._changes.changed(self._agent.turn_changes))
 
     def stop_relay(self) -> str:
         """Escape stopped a relayed turn: the notice to show after it, or ``""`` when no

@@ -78,6 +78,7 @@ class WorkBackend(Protocol):
 
     async def run_turn(self, text: str) -> str: ...
     def cancel_turn(self) -> bool: ...
+    def set_busy(self, busy: bool) -> None: ...
     async def check_model(self) -> str: ...
     async def warmup(self) -> str: ...
     def claim_relay(self) -> RelayTurn | None: ...
@@ -184,7 +185,10 @@ class TurnWorker:
 
     async def _run_turn(self, relayed_from: str, run: Callable[[], Awaitable[bool]]) -> bool:
         self._stop_warmup()
+        # The one place a turn starts and ends: the screen (TurnBegan, TurnEnded) and the
+        # manifest (busy, ready) follow from here; nothing else says whether one runs.
         self._turn = "relay" if relayed_from else "local"
+        self._backend.set_busy(True)
         self._send(TurnBegan(relayed_from))
         ran = False
         try:
@@ -192,6 +196,7 @@ class TurnWorker:
             return ran
         finally:
             self._turn = None
+            self._backend.set_busy(False)
             self._send(TurnEnded(ran))
             for notice in self._after_turn:
                 self._send(Notice(notice))

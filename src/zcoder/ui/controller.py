@@ -94,7 +94,7 @@ class Controller:
 
     @property
     def turn_active(self) -> bool:
-        return self.presenter.turn_active
+        return self.presenter.terminal.turn_running
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> str:
         """Handle keys and worker events until an exit is asked for; returns its reason."""

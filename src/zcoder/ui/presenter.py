@@ -32,7 +32,6 @@ class Presenter:
         self.backend = backend
         self.view = terminal.view
         self.status = terminal.status
-        self.turn_active = False
 
     def apply(self, event: WorkerEvent) -> None:
         """Show one worker event (``RunCommand`` is the controller's, not shown here)."""
@@ -73,13 +72,13 @@ class Presenter:
             self.refresh_status()  # the first prompt names the session
 
     def _began(self, relayed_from: str) -> None:
-        self.turn_active = self.terminal.turn_running = True
+        self.terminal.turn_running = True  # the worker's word: a turn runs
         self.status.relayed_from = relayed_from
         self.status.set_state("thinking")
         self._queue_changed()
 
     def _ended(self, ran: bool) -> None:
-        self.turn_active = self.terminal.turn_running = False
+        self.terminal.turn_running = False
         self.status.relayed_from = ""
         if ran or self.status.busy:
             self.view.end_turn()
@@ -107,7 +106,7 @@ class Presenter:
             self.status.set_state("ready")  # the server answered: it works again
 
     def _queue_changed(self) -> None:
-        self.status.queued_prompts = len(self.view.queued) if self.turn_active else 0
+        self.status.queued_prompts = len(self.view.queued) if self.terminal.turn_running else 0
 
     def refresh_status(self) -> None:
         self.status.model = self.backend.model

@@ -156,6 +156,10 @@ class Terminal:
             # override would reorder the line the user reads before sending it.
             BufferControl(self.buffer, input_processors=[ShowControls(), hint]),
             height=Dimension(min=1, max=_INPUT_ROWS),
+            # All the columns beside the prompt's, said outright: from a preferred width
+            # prompt_toolkit grows a window a column at a time, half of a redraw's time,
+            # while a turn streams and the relay's pings wait behind the redraws.
+            width=lambda: Dimension.exact(max(self.app.output.get_size().columns - 2, 1)),
             wrap_lines=True,
             dont_extend_height=True,
         )

@@ -282,3 +282,18 @@ async def test_a_zcoder_home_inside_the_workspace_is_never_recorded(tmp_path: Pa
     assert record is not None and [c.path for c in record.changes] == ["a.txt"]
     record = await turn(cps, ws, "echo b > b.txt")
     assert record is not None and [c.path for c in record.changes] == ["b.txt"]
+
+
+async def test_the_repositorys_exclude_file_and_the_global_excludes_are_honoured(
+    tmp_path: Path,
+) -> None:
+    ws = tmp_path / "repo"
+    ws.mkdir()
+    git(ws, "init", "-q")
+    (ws / ".git" / "info" / "exclude").write_text("secret.txt\n")
+    global_ignore = Path(os.environ["XDG_CONFIG_HOME"]) / "git" / "ignore"
+    global_ignore.parent.mkdir(parents=True)
+    global_ignore.write_text("*.bak\n")
+    cps = checkpoints(tmp_path, ws)
+    record = await turn(cps, ws, "echo s > secret.txt; echo b > old.bak; echo k > kept.txt")
+    assert record is not None and [c.path for c in record.changes] == ["kept.txt"]

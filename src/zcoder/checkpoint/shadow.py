@@ -13,6 +13,11 @@ What is recorded follows the workspace's ignore rules: its ``.gitignore`` files,
 repository's ``info/exclude`` and the user's global excludes file (copied into the shadow's
 own ``info/exclude`` and ``core.excludesFile``); files larger than the size cap and nested
 repositories are left out and reported.
+
+Every file is "big" to git here (``core.bigFileThreshold = 1``): its content goes into one
+pack per snapshot instead of a loose object file each (on a busy disk, hashing 10,000 small
+files took 3 s so and 23 s as loose objects). Big files are never delta-compressed and a
+text diff would call them binary: the shadow repository needs neither.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ _CONFIG = """\
 \tlogallrefupdates = false
 \tuntrackedCache = true
 \tquotePath = false
+\tbigFileThreshold = 1
 {excludes}[gc]
 \tauto = 0
 [index]

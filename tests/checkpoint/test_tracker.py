@@ -297,3 +297,24 @@ async def test_the_repositorys_exclude_file_and_the_global_excludes_are_honoured
     cps = checkpoints(tmp_path, ws)
     record = await turn(cps, ws, "echo s > secret.txt; echo b > old.bak; echo k > kept.txt")
     assert record is not None and [c.path for c in record.changes] == ["kept.txt"]
+
+
+async def test_a_file_a_turn_replaced_by_a_directory_comes_back(
+    workspace: Path, tmp_path: Path
+) -> None:
+    cps = checkpoints(tmp_path, workspace)
+    await turn(cps, workspace, "rm old.txt && mkdir old.txt && echo in > old.txt/inner.txt")
+    await cps.undo(SID, None)
+    assert (workspace / "old.txt").read_text() == "old\n"
+
+
+async def test_a_created_file_that_became_a_directory_is_named_not_removed(
+    workspace: Path, tmp_path: Path
+) -> None:
+    cps = checkpoints(tmp_path, workspace)
+    await turn(cps, workspace, "echo x > made")
+    (workspace / "made").unlink()
+    (workspace / "made").mkdir()  # the user's: the undo must not touch it
+    report = await cps.undo(SID, None)
+    assert (workspace / "made").is_dir()
+    assert report.removed == () and report.kept[0][0].path == "made"

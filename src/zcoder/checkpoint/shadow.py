@@ -318,7 +318,8 @@ class ShadowGit:
                            stdin=_nul(paths))  # fmt: skip
 
     async def holds_directory(self, tree: str, path: str) -> bool:
-        return bool(await self.git("ls-tree", "--name-only", tree, "--", path))
+        """Whether ``tree`` has a directory (not a file) at ``path``."""
+        return bool(await self.git("ls-tree", "-d", "--name-only", tree, "--", path))
 
     async def set_refs(self, updates: Sequence[tuple[str, str | None]]) -> None:
         """Point each ref at its object, or delete it (``None``), in one transaction."""

@@ -31,6 +31,7 @@ class UndoReport:
     removed: tuple[str, ...]
     kept: tuple[tuple[Kept, str], ...]
     unrecorded: tuple[FileChange, ...]
+    failed: tuple[tuple[str, str], ...] = ()  # a created path that could not be removed
 
 
 def who(record: TurnRecord) -> str:
@@ -101,6 +102,8 @@ def report_lines(report: UndoReport) -> list[str]:
         )
     for change in report.unrecorded:
         lines.append(f"Could not restore {change.path}: it was not recorded ({change.why}).")
+    for path, why in report.failed:
+        lines.append(f"Could not remove {path} (created by the turn): {why}.")
     return lines
 
 
@@ -114,6 +117,7 @@ def model_note(report: UndoReport) -> str:
     if report.removed:
         parts.append(f"Removed (they did not exist before): {', '.join(report.removed)}.")
     left = [k.path for k, _ in report.kept] + [c.path for c in report.unrecorded]
+    left += [path for path, _ in report.failed]
     if left:
         parts.append(f"Not restored, left as they are now: {', '.join(left)}.")
     parts.append("Read a file again before relying on its content.]")

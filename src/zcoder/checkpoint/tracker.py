@@ -11,7 +11,6 @@ decides and marks the turns taken back.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
@@ -115,7 +114,7 @@ class Checkpoints:
         ]
         plan = plan_undo(views, await shadow.entries(now.tree, paths))
         first_tree = {p: next(t.before for t in turns if p in t.touched) for p in paths}
-        restored, removed = await self._restore(shadow, plan.restore, first_tree)
+        restored, removed, failed = await self._restore(shadow, plan.restore, first_tree)
         at = time.time()
         marked = [_undone(r, at) if r.number in picked else r for r in records]
         save_records(self._file(session_id), marked)
@@ -124,30 +123,42 @@ class Checkpoints:
             for k in plan.kept
         )
         unrecorded = tuple(c for t in turns for c in t.changes if not c.recorded)
-        return UndoReport(tuple(turns), tuple(restored), tuple(removed), kept, unrecorded)
+        return UndoReport(
+            tuple(turns), tuple(restored), tuple(removed), kept, unrecorded, tuple(failed)
+        )
 
     async def _restore(
         self, shadow: ShadowGit, restore: Mapping[str, Entry | None], trees: dict[str, str]
-    ) -> tuple[list[str], list[str]]:
+    ) -> tuple[list[str], list[str], list[tuple[str, str]]]:
+        """Remove what the turns created first (a directory a turn made where a file was
+        goes before the file comes back), then write the rest back; what was restored,
+        what was removed, and what could not be removed (with why)."""
         by_tree: dict[str, list[str]] = {}
         removed: list[str] = []
+        failed: list[tuple[str, str]] = []
         for path, entry in sorted(restore.items()):
-            if entry is None:
-                removed.append(path)
-            else:
+            if entry is not None:
                 by_tree.setdefault(trees[path], []).append(path)
+                continue
+            problem = await self._remove(shadow, path, trees[path])
+            if problem:
+                failed.append((path, problem))
+            else:
+                removed.append(path)
         for tree, paths in by_tree.items():
             await shadow.checkout(tree, paths)
-        for path in removed:
-            await self._remove(shadow, path, trees[path])
         restored = [p for paths in by_tree.values() for p in paths]
-        return sorted(restored), removed
+        return sorted(restored), removed, failed
 
-    async def _remove(self, shadow: ShadowGit, path: str, tree: str) -> None:
-        """Remove a file the turns created, then the directories they made for it."""
-        target = self.workspace / path
-        with contextlib.suppress(FileNotFoundError):
-            target.unlink()
+    async def _remove(self, shadow: ShadowGit, path: str, tree: str) -> str:
+        """Remove a file the turns created, then the directories they made for it; why
+        not (``""``: removed)."""
+        try:
+            (self.workspace / path).unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            return exc.strerror or str(exc)
         parent = Path(path).parent
         while parent.parts:
             if await shadow.holds_directory(tree, parent.as_posix()):
@@ -157,6 +168,7 @@ class Checkpoints:
             except OSError:  # not empty: something else lives there
                 break
             parent = parent.parent
+        return ""
 
 
 def _exists(path: Path) -> bool:

@@ -1,7 +1,8 @@
 """Issue 26's proof in a real terminal: after a local turn and a relayed turn that edit,
 create and delete files by commands, ``/undo`` takes back the relayed turn alone and keeps
 the user's own edit meanwhile, a second ``/undo`` takes back the local turn, and ``git
-status`` shows only the user's edit; the workspace's ``.git`` is byte-identical."""
+status`` shows only the user's edit; the workspace's ``.git`` is byte-identical. And the
+turns of a session survive quit and ``--resume``."""
 
 from __future__ import annotations
 
@@ -13,12 +14,15 @@ from pathlib import Path
 
 from tests.ui.conftest import (
     APPROVAL_QUESTION,
+    RESUME_HINT,
     Launch,
     PtyDirs,
     StartFake,
     command_response,
+    script,
     submit,
     text_response,
+    wait_ready,
 )
 from tests.ui.pty_harness import PtyApp
 from tests.ui.test_pty_relay import instance_id, send_from, start_agent
@@ -116,3 +120,26 @@ def test_undo_takes_back_the_relayed_turn_then_the_local_one_keeping_the_users_e
     b.app.wait_for("Took back turn 1 (you): restored a.txt, b.txt; removed local.txt")
     assert _digest(ws / ".git") == dot_git  # before git status, which refreshes the index
     assert _git(ws, "status", "--porcelain") == " M c.txt\n"
+
+
+def test_after_quit_and_resume_undo_takes_the_turn_back(
+    launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs
+) -> None:
+    fake = start_fake(script(command_response("echo made > made.txt"), text_response("Made it.")))
+    ws = pty_dirs.workspace
+    first = launch.zcoder(fake.url)
+    wait_ready(first)
+    submit(first, "make a file")
+    first.wait_for(APPROVAL_QUESTION, where="screen")
+    first.send("y")
+    first.wait_for("Made it.")
+    first.press("ctrl-d")
+    assert first.wait_exit() == 0
+    sid = first.wait_for(RESUME_HINT, timeout=2).split()[-1]
+    assert (ws / "made.txt").exists()
+
+    again = launch.zcoder(fake.url, "--resume", sid)
+    wait_ready(again)
+    submit(again, "/undo")
+    again.wait_for("Took back turn 1 (you): removed made.txt (created by the turn).")
+    assert not (ws / "made.txt").exists()

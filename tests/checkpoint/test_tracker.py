@@ -318,3 +318,20 @@ async def test_a_created_file_that_became_a_directory_is_named_not_removed(
     report = await cps.undo(SID, None)
     assert (workspace / "made").is_dir()
     assert report.removed == () and report.kept[0][0].path == "made"
+
+
+async def test_a_write_inside_a_nested_repository_is_named_not_recorded(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    git(ws / "sub", "init", "-q")
+    cps = checkpoints(tmp_path, ws)
+    t = cps.turn(SID, "user", "", "edit the nested one")
+    await t.before_change(["sub/f.txt"])
+    (ws / "sub" / "f.txt").write_text("x")
+    (ws / "top.txt").write_text("t")
+    record = await t.finish()
+    assert record is not None
+    assert [(c.path, c.recorded, c.why) for c in record.changes] == [
+        ("top.txt", True, ""),
+        ("sub/f.txt", False, "in a git repository of its own"),
+    ]

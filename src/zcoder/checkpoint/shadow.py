@@ -35,7 +35,9 @@ import trio
 from zcoder.checkpoint.plan import Entry
 from zcoder.errors import CheckpointError
 
-__all__ = ["Change", "ShadowGit", "Snapshot", "Unrecorded"]
+__all__ = ["NESTED_REPOSITORY", "Change", "ShadowGit", "Snapshot", "Unrecorded"]
+
+NESTED_REPOSITORY = "a git repository of its own"
 
 _CONFIG = """\
 [core]
@@ -260,7 +262,7 @@ class ShadowGit:
                 continue
             path = os.fsdecode(item)
             if path.endswith("/"):  # an untracked directory: a repository of its own
-                left.append(Unrecorded(path.rstrip("/"), "a git repository of its own"))
+                left.append(Unrecorded(path.rstrip("/"), NESTED_REPOSITORY))
                 continue
             try:
                 st = os.lstat(self.workspace / path)

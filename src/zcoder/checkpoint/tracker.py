@@ -31,7 +31,7 @@ from zcoder.checkpoint.records import (
     save_records,
 )
 from zcoder.checkpoint.settings import CheckpointSettings
-from zcoder.checkpoint.shadow import ShadowGit, Snapshot
+from zcoder.checkpoint.shadow import NESTED_REPOSITORY, ShadowGit, Snapshot
 from zcoder.checkpoint.text import UndoReport, restore_command
 from zcoder.checkpoint.upkeep import upkeep
 from zcoder.errors import CheckpointError
@@ -277,6 +277,12 @@ class TurnCheckpoint:
                     "A" if path not in before.large else "D" if path not in after.large else "M"
                 )
                 out.append(FileChange(status, path, False, why[path]))
+                seen.add(path)
+        # A file tool's write inside a repository of its own: git does not look in there.
+        nested = [u.path + "/" for u in after.unrecorded if u.why == NESTED_REPOSITORY]
+        for path in self._written:
+            if path not in seen and any(path.startswith(n) for n in nested):
+                out.append(FileChange("M", path, False, f"in {NESTED_REPOSITORY}"))
                 seen.add(path)
         ignored = await self._ignored([p for p in self._written if p not in seen])
         out += [FileChange("M", p, False, "ignored by .gitignore") for p in ignored]

@@ -550,3 +550,39 @@ def test_a_part_under_the_floor_is_not_summarised_even_by_a_small_cap() -> None:
     older = [user("a" * 600), answer("b" * 600)]
     assert sizes.part(older) >= MIN_SUMMARISED
     assert plan_compaction([*older, user("now")], sizes).summarises
+
+
+@pytest.mark.parametrize("fixed_share", [8, 2], ids=["small fixed part", "tool schemas"])
+@pytest.mark.parametrize("window", [2048, 4096, 8192])
+def test_the_compacted_history_keeps_its_floor_at_any_session_length(
+    window: int, fixed_share: int
+) -> None:
+    # Eighty relayed tasks, each answered, compacted whenever the next request passes the
+    # threshold, each summary at its cap: after every compaction the history (the record
+    # and the kept tail) is at most half the window, what it keeps beside the task in
+    # progress is within its room, and it does not creep up task by task. With the tool
+    # schemas rendered, the fixed part is half the window (the tools template of the
+    # report: 3.67-3.95K tokens after each compaction).
+    calibration = Calibration()
+    fixed = window // fixed_share
+    calibration.observe(fixed, fixed)
+    sizes = Sizes(calibration, Budget(Window(window), compact_at=80, output_cap=4096), fixed)
+    history: History = []
+    after: list[int] = []
+    for n in range(80):
+        history += [relayed(n, f"Summarise in one sentence: {'the town grew. ' * 20}{n}")]
+        if sizes.budget.needs_compaction(sizes.prompt(history)):
+            plan = plan_compaction(history, sizes)
+            if plan.summarises:
+                summary = "s" * (sizes.summary_cap * 4)  # the longest the cap lets through
+                history = compacted_history(summary, plan.ledger, plan.history[plan.keep_from :])
+            else:
+                history = list(plan.history)
+            after.append(sizes.part(history))
+            # the task in progress is kept whole; the rest keeps to the room
+            assert after[-1] <= window // 2
+            assert after[-1] - sizes.part(history[-1:]) <= sizes.history_room
+        history.append(answer(f"The town grew around its works. ({n})"))
+    assert len(after) >= 3, after  # it compacted again and again
+    assert max(after[1:]) <= after[0] + sizes.record_room // 4, after  # no creeping up
+    assert sizes.summary_cap <= max(64, sizes.history_room // 3)

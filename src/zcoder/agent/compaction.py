@@ -58,6 +58,7 @@ _TARGET_SHARE = 0.6
 # A summary request is planned to this share of the window: the estimate is not exact.
 _REQUEST_SHARE = 0.9
 _OLD_RESULT_CHARS = 1600  # an old tool result keeps this much, head and tail
+_RECORD_WORDS = 80  # the record's own words and the acknowledgement, estimated tokens
 # A summary costs a model call (tens of seconds on a small machine) and a record of its own:
 # a part smaller than this (real tokens) is not worth it, whatever the record would cost.
 MIN_SUMMARISED = 256
@@ -94,15 +95,36 @@ class Sizes:
         return self.calibration.part(estimate_tokens(messages, []))
 
     @property
-    def summary_cap(self) -> int:
-        """The output cap of a summary request: an eighth of the window, 128 to 1,024."""
+    def history_room(self) -> int:
+        """The real tokens a compacted history may take (the record and the kept tail):
+        never more than half the window, and no more than the target leaves beside the
+        fixed part (a chat template that renders the tool schemas can take half the window
+        itself), but at least an eighth of the window. Whatever the session's length."""
         window = self.budget.window.tokens
-        return max(64, min(self.budget.output_cap, 1024, max(128, window // 8)))
+        fixed = self.calibration.tokens(self.fixed_estimate)
+        target = int(self.budget.threshold * _TARGET_SHARE)
+        return min(window // 2, max(window // 8, target - fixed))
+
+    @property
+    def summary_cap(self) -> int:
+        """The output cap of a summary request, and so the summary's size: an eighth of
+        the window (128 to 1,024), at most a third of the history's room."""
+        window = self.budget.window.tokens
+        cap = min(self.budget.output_cap, 1024, max(128, window // 8), self.history_room // 3)
+        return max(64, cap)
 
     @property
     def ledger_chars(self) -> int:
-        """The room of zcoder's own record of relayed tasks: a tenth of the window."""
-        return int(self.budget.window.tokens // 10 * 4 / self.calibration.ratio)
+        """The room of zcoder's own record of relayed tasks: a tenth of the window, at
+        most a sixth of the history's room."""
+        tokens = min(self.budget.window.tokens // 10, self.history_room // 6)
+        return int(tokens * 4 / self.calibration.ratio)
+
+    @property
+    def record_room(self) -> int:
+        """What the record of a compaction takes at most: the summary at its cap, the
+        ledger full, and the words around them."""
+        return self.summary_cap + self.calibration.part(self.ledger_chars // 4 + _RECORD_WORDS)
 
     @property
     def chunk_estimate(self) -> int:
@@ -285,13 +307,18 @@ def plan_compaction(
     starts = exchange_starts(history)
     current = starts[-1] if starts else 0
     trimmed = trim(history, current, _OLD_RESULT_CHARS)
-    if not force and sizes.prompt(trimmed) <= target:
+    room = sizes.history_room
+    if not force and sizes.prompt(trimmed) <= target and sizes.part(trimmed) <= room:
         return _plan_without_summary(trimmed, before, sizes)
-    overhead = sizes.calibration.tokens(sizes.fixed_estimate) + sizes.summary_cap
+    # The kept exchanges get what the record leaves of the history's room: the history
+    # after a compaction stays under its floor however long the session grew.
+    tail_room = room - sizes.record_room
     keep_from = current
-    for k in range(min(keep_exchanges, len(starts)), 0, -1):
+    # By hand (``force``) something is summarised whenever there is an earlier exchange.
+    most = min(keep_exchanges, len(starts) - 1 if force else len(starts))
+    for k in range(most, 0, -1):
         tail = trimmed[starts[-k] :]
-        if overhead + sizes.part(tail) <= target:
+        if sizes.part(tail) <= tail_room:
             keep_from = starts[-k]
             break
     if keep_from == 0:
@@ -299,6 +326,9 @@ def plan_compaction(
         trimmed = trim(trimmed, len(trimmed) - 1, _tail_chars(sizes))
         return _plan_without_summary(trimmed, before, sizes)
     tail = trimmed[keep_from:]
+    # The exchange in progress alone may pass the floor (one long task): it is shortened
+    # only when the request would not fit the window.
+    overhead = sizes.calibration.tokens(sizes.fixed_estimate) + sizes.record_room
     if not sizes.budget.fits(overhead + sizes.part(tail)):
         tail = trim(tail, len(tail) - 1, _tail_chars(sizes))
         trimmed = [*trimmed[:keep_from], *tail]

@@ -118,6 +118,8 @@ async def test_undo_by_number_tells_the_model_and_survives_a_resume(
     assert lines[1].startswith("Kept b.txt as it is: it changed since turn 1 outside zcoder;")
     assert (workspace / "b.txt").read_text() == "the user's line\n"
     assert not (workspace / "new.py").exists()
-    with pytest.raises(CheckpointError, match="no turn of this session changed files"):
+    with pytest.raises(
+        CheckpointError, match="every turn of this session that changed files is taken back"
+    ):
         await again.undo(None)
     await client.aclose()

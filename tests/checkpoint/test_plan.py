@@ -15,12 +15,15 @@ def view(n: int, touched: set[str], before: dict[str, Entry], after: dict[str, E
 
 
 def test_undo_takes_the_last_standing_turn_and_rewind_every_later_one() -> None:
-    assert pick_turns([1, 2, 4], None) == [4]
-    assert pick_turns([1, 2, 4], 2) == [2, 4]
-    assert pick_turns([1, 2, 4], 3) == (
+    assert pick_turns([1, 2, 4], None, 4) == [4]
+    assert pick_turns([1, 2, 4], 2, 4) == [2, 4]
+    assert pick_turns([1, 2, 4], 3, 4) == (
         "no turn 3 to take back: /rewind lists the turns still standing (1, 2, 4)"
     )
-    assert "no turn of this session" in str(pick_turns([], None))
+    assert pick_turns([], None, 0) == "nothing to undo: no turn of this session has changed files"
+    assert pick_turns([], None, 2) == (
+        "nothing to undo: every turn of this session that changed files is taken back"
+    )
 
 
 def test_a_turns_own_changes_go_back_created_files_are_removed() -> None:

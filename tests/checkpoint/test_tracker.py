@@ -181,7 +181,9 @@ async def test_a_turn_that_changes_nothing_leaves_no_record(
     cps = checkpoints(tmp_path, workspace)
     assert await turn(cps, workspace, "cat edit.txt > /dev/null; echo n > x.log") is None
     assert cps.records(SID) == []
-    with pytest.raises(CheckpointError, match="no turn of this session changed files"):
+    with pytest.raises(
+        CheckpointError, match="nothing to undo: no turn of this session has changed files"
+    ):
         await cps.undo(SID, None)
 
 

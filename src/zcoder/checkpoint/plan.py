@@ -69,11 +69,14 @@ class UndoPlan:
     unchanged: tuple[str, ...] = ()
 
 
-def pick_turns(standing: Sequence[int], first: int | None) -> list[int] | str:
-    """The numbers to undo among the session's ``standing`` turns (in order): the last one
-    (``first`` None), or ``first`` and every later one; or why not, in one line."""
+def pick_turns(standing: Sequence[int], first: int | None, kept: int) -> list[int] | str:
+    """The numbers to undo among the session's ``standing`` turns (in order; ``kept``
+    turns are known in all): the last one (``first`` None), or ``first`` and every later
+    one; or why not, in one line."""
+    if not kept:
+        return "nothing to undo: no turn of this session has changed files"
     if not standing:
-        return "no turn of this session changed files that is not taken back already"
+        return "nothing to undo: every turn of this session that changed files is taken back"
     if first is None:
         return [standing[-1]]
     if first not in standing:

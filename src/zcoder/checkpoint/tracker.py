@@ -96,7 +96,7 @@ class Checkpoints:
         if not self.enabled:
             raise CheckpointError("checkpoints are off (checkpoints.mode): nothing to undo")
         records = self.records(session_id)
-        picked = pick_turns([r.number for r in records if r.standing], first)
+        picked = pick_turns([r.number for r in records if r.standing], first, len(records))
         if isinstance(picked, str):
             raise CheckpointError(picked)
         turns = [r for r in records if r.number in picked]

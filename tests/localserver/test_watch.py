@@ -111,3 +111,12 @@ async def test_a_restart_that_fails_says_how() -> None:
         await client.list_models()
     assert "exited (exit status 1; its log ended:" in str(info.value)
     assert "and starting it again failed (llama.cpp's server for m.gguf exited" in str(info.value)
+
+
+async def test_a_one_shot_run_does_not_start_it_again() -> None:
+    server = _Server(-9)
+    client = WatchedClient(_Refused(ServerUnavailable("x")), server, restart=False)
+    with pytest.raises(LocalServerExited) as info:
+        await _chat(client)
+    assert str(info.value).endswith("): run zcoder again, which starts it")
+    assert "exited (killed by SIGKILL" in str(info.value) and server.respawned == 0

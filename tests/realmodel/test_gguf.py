@@ -97,7 +97,8 @@ def test_one_shot_answer_and_the_server_is_gone_after(gguf: Path, tmp_path: Path
         start_new_session=True,
     )
     took = time.monotonic() - started
-    assert done.returncode == 0, done.stderr
+    # Answered, or cut at the 24-token cap (said on stderr, exit 1): the model answered.
+    assert done.returncode == 0 or "The reply was cut off" in done.stderr, done.stderr
     assert done.stdout.strip(), done.stderr
     match = _URL.search(done.stderr)
     assert match, done.stderr

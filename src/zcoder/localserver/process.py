@@ -118,11 +118,12 @@ class ChildServer:
         self._port = 0  # the OS picks the first; a restart takes the same
         self.seconds = 0.0  # how long the start took
 
-    def watch(self, client: ModelClient) -> ModelClient:
-        """``client`` (of this server) with its failures read against this process."""
+    def watch(self, client: ModelClient, *, restart: bool = True) -> ModelClient:
+        """``client`` (of this server) with its failures read against this process,
+        which is started again once after it died (unless ``restart`` is false)."""
         from zcoder.localserver.watch import WatchedClient
 
-        return WatchedClient(client, self)
+        return WatchedClient(client, self, restart=restart)
 
     def __enter__(self) -> str:
         if sys.stderr.isatty():

@@ -52,11 +52,13 @@ def exit_text(status: int) -> str:
 
 class WatchedClient(ClientWrapper):
     """``inner``, the client of ``server``: its failures, once the server is found
-    exited, become one ``LocalServerExited`` line, after one restart at most."""
+    exited, become one ``LocalServerExited`` line, after one restart at most (none when
+    ``restart`` is false: a one-shot run ends with its one turn anyway)."""
 
-    def __init__(self, inner: ModelClient, server: Watched) -> None:
+    def __init__(self, inner: ModelClient, server: Watched, *, restart: bool = True) -> None:
         super().__init__(inner)
         self._server = server
+        self._restart = restart
         self._restarted = False
         self._lock = trio.Lock()  # requests that failed together restart it once
 
@@ -98,6 +100,8 @@ class WatchedClient(ClientWrapper):
             last = one_line(server.last_log_line(), 160)
             how = exit_text(status) + (f"; its log ended: {last}" if last else "")
             what = f"llama.cpp's server for {server.name}, which zcoder started, exited"
+            if not self._restart:
+                return LocalServerExited(f"{what} ({how}): run zcoder again, which starts it")
             if self._restarted:
                 return LocalServerExited(
                     f"{what} again ({how}); zcoder starts it again only once a run: quit, "

@@ -130,7 +130,8 @@ async def _run(
     caught: list[int] = []
     core = core_tools()
     async with make_client(config) as made:
-        client = own.watch(made) if own is not None else made
+        # Not started again: the run ends with this turn, and the next run starts it.
+        client = own.watch(made, restart=False) if own is not None else made
         agent = Agent(
             config=config,
             client=MeteredClient(client, output.counted),

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+import zcoder
 from zcoder import __version__
 from zcoder.cli import main
 
@@ -112,3 +115,17 @@ def test_a_bad_agent_name_variable_exits_2_naming_it(
         "zcoder: ZCODER_AGENT_NAME: 'no/slash' is not an agent name: use 1 to 64 letters, "
         "digits, '.', '_' or '-', starting with a letter or digit\n"
     )
+
+
+def test_help_names_every_variable_zcoder_reads(capsys: pytest.CaptureFixture[str]) -> None:
+    # A variable missing from --help is one the user cannot find without reading the code.
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    shown = set(re.findall(r"ZCODER_[A-Z_]*[A-Z]", capsys.readouterr().out))
+    source = Path(zcoder.__file__).parent
+    read = {
+        name
+        for path in source.rglob("*.py")
+        for name in re.findall(r'"(ZCODER_[A-Z_]*[A-Z])"', path.read_text(encoding="utf-8"))
+    }
+    assert read - shown == set()

@@ -92,7 +92,7 @@ async def test_a_reply_cut_by_the_room_the_window_left_names_that_cap(tmp_path: 
     cap = rig.client.requests[0].num_predict
     assert cap is not None and cap < 4096
     assert notes(rig.session.events) == [
-        f"The reply was cut off: the model hit its output limit ({cap} tokens, all the room "
+        f"The reply was cut off: the model hit its output limit ({cap:,} tokens, all the room "
         "left in the 2,048-token context window)."
     ]
 

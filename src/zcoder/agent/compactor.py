@@ -20,6 +20,7 @@ from zcoder.agent.compaction import Plan, Sizes, compacted_history, summary_requ
 from zcoder.agent.model import ChatRequest, ModelClient
 from zcoder.conversation import Message
 from zcoder.errors import ModelError, ServerUnavailable
+from zcoder.text.counts import counted
 from zcoder.text.flat import one_line
 from zcoder.tools.output import cap_text
 
@@ -47,7 +48,7 @@ class Compacted:
         note = ""
         if self.fallback:
             note = f"; no summary from the model ({self.fallback}): zcoder kept its own record"
-        return f"{what} ({tokens_before:,} -> {tokens_after:,} tokens){note}"
+        return f"{what} ({tokens_before:,} -> {counted(tokens_after, 'token')}){note}"
 
 
 async def _ask(client: ModelClient, request: ChatRequest) -> str:

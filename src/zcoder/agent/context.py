@@ -32,6 +32,7 @@ import attrs
 from zcoder.config import DEFAULT_COMPACT_AT
 from zcoder.conversation import Message
 from zcoder.errors import ModelError, ModelHTTPError, StreamErrorLine
+from zcoder.text.counts import counted
 
 __all__ = [
     "DEFAULT_COMPACT_AT",
@@ -292,7 +293,7 @@ def fixed_too_large(fixed_tokens: int, window: Window, server_kind: str) -> str:
 def too_large_text(prompt_tokens: int, window: Window) -> str:
     """The error for a request that no compaction brings inside ``window``."""
     return (
-        f"The request (about {prompt_tokens:,} tokens) does not fit the model's "
+        f"The request (about {counted(prompt_tokens, 'token')}) does not fit the model's "
         f"{window.tokens:,}-token context window, even compacted: the task is too large for "
         "this window; split it, or give the model a larger window."
     )
@@ -304,7 +305,7 @@ def refused_text(window: Window, server_kind: str, server_text: str) -> str:
     which = (
         f"the model's {window.tokens:,}-token context window"
         if window.by_server
-        else f"the server's context window (zcoder assumed {window.tokens:,} tokens, "
+        else f"the server's context window (zcoder assumed {counted(window.tokens, 'token')}, "
         f"{window.source})"
     )
     return (

@@ -8,6 +8,7 @@ from typing import Any
 from zcoder.agent.compaction import Sizes
 from zcoder.agent.context import Calibration, message_tokens, tools_tokens
 from zcoder.conversation import Message
+from zcoder.text.counts import counted
 
 __all__ = ["context_report"]
 
@@ -31,14 +32,14 @@ def context_report(
     total = sizes.prompt(history)
     fixed = calibration.tokens(fixed_estimate)
     lines = [
-        f"window        {window.tokens:,} tokens ({window.source}; {server_kind})",
-        f"compaction    at {budget.compact_at}% = {budget.threshold:,} tokens "
+        f"window        {counted(window.tokens, 'token')} ({window.source}; {server_kind})",
+        f"compaction    at {budget.compact_at}% = {counted(budget.threshold, 'token')} "
         "(--compact-at changes it)",
-        f"in use        about {total:,} tokens ({budget.percent(total)}%), "
+        f"in use        about {counted(total, 'token')} ({budget.percent(total)}%), "
         f"{max(0, window.tokens - total):,} free",
         f"  system prompt and tools  {fixed:,}",
-        f"  history                  {max(0, total - fixed):,} in {len(history)} "
-        f"message{'s' if len(history) != 1 else ''}",
+        f"  history                  {max(0, total - fixed):,} in "
+        f"{counted(len(history), 'message')}",
     ]
     lines.extend(_mcp_lines(tools, calibration))
     results = sorted(
@@ -50,7 +51,7 @@ def context_report(
         lines.append(f"  largest tool results     {largest}")
     if calibration.anchor is not None:
         lines.append(
-            f"measured      the server counted {calibration.anchor[1]:,} prompt tokens "
+            f"measured      the server counted {counted(calibration.anchor[1], 'prompt token')} "
             "in the last request; sizes are calibrated to it"
         )
     else:
@@ -68,6 +69,7 @@ def _mcp_lines(tools: Sequence[Mapping[str, Any]], calibration: Calibration) -> 
     lines = []
     for server, specs in by_server.items():
         tokens = calibration.part(tools_tokens(specs))
-        noun = "tool" if len(specs) == 1 else "tools"
-        lines.append(f"  mcp {server}  about {tokens:,} tokens in {len(specs)} {noun}")
+        lines.append(
+            f"  mcp {server}  about {counted(tokens, 'token')} in {counted(len(specs), 'tool')}"
+        )
     return lines

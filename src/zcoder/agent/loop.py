@@ -46,6 +46,7 @@ from zcoder.agent.turns import STOP_MARKER, OutcomeStatus, TurnOutcome, TurnRequ
 from zcoder.conversation import Message, ToolCall
 from zcoder.errors import ModelError, ModelHTTPError, ServerUnavailable
 from zcoder.live import StateChange, TextDelta, ThinkingDelta
+from zcoder.text.counts import counted
 
 __all__ = ["DEFAULT_NUM_CTX", "STOP_MARKER", "Turn", "estimate_tokens"]
 
@@ -190,8 +191,8 @@ class Turn:
         if reply.done_reason == "length" and not reply.calls and not reply.content.strip():
             return self._fail(
                 "error",
-                f"The reply was cut off at the output limit ({cap} tokens) before it said "
-                f"anything: {fix}.",
+                f"The reply was cut off at the output limit ({counted(cap, 'token')}) before "
+                f"it said anything: {fix}.",
             )
         if not reply.calls and not reply.content.strip():
             if self._guard.take_nudge():
@@ -209,7 +210,8 @@ class Turn:
             self._p.entry("system", f"Ran {what} the model printed as text ({names}).")
         cut = ""
         if reply.done_reason == "length":
-            cut = f"The reply was cut off: the model hit its output limit ({cap} tokens, {why})."
+            limit = counted(cap, "token")
+            cut = f"The reply was cut off: the model hit its output limit ({limit}, {why})."
             self._p.entry("system", cut)
         if reply.content.strip():
             self._said = reply.content.strip()

@@ -29,7 +29,8 @@ def test_no_module_spells_a_relay_limit_or_the_protocol_version() -> None:
     # A default in a signature or a field, a default setting's text, a version literal. Zero
     # is no relay limit: it is max()'s answer for nothing and argparse's "any free port".
     spelled = re.compile(
-        r"(?:max_bytes|max_message_chars|max_queue|io_timeout|default)(?:: \w+)? ?= ?(?!0(?![.\d]))\d"
+        r"(?:max_bytes|max_message_chars|max_queue|io_timeout|default)(?:: \w+)? ?= ?"
+        r"(?!0(?![.\d]))\d"
         r"|\"(?:65536|16000)\"|protocol=1\b"
     )
     found = [

@@ -230,9 +230,13 @@ def test_ollama_down_is_one_line_and_app_stays_up(launch: Launch) -> None:
     line = app.wait_for(re.compile(r"✗[^\n]*(ollama serve|--host)[^\n]*"), where="raw")
     assert "Traceback" not in app.all_text()
     print(f"\nOllama-down message: {line.strip()}")
+    # The prompt never reached the model, so it is back in the input: cleared, not sent again.
+    app.wait_for("Your prompt is back in the input")
+    app.send("\x15")
     submit(app, "/help")
     app.wait_for("/model [NAME]")
     app.wait_for("/sessions [N|ID]")
+    assert "anyone home/help" not in app.all_text()
     submit(app, "/quit")
     assert app.wait_exit() == 0
     app.assert_terminal_restored()

@@ -38,6 +38,7 @@ from tests.agent.doubles import (
     make_config,
 )
 from zcoder.app.backend import AgentBackend
+from zcoder.app.idle import IdleCommands
 from zcoder.app.worker import TurnWorker
 from zcoder.config import RelaySettings
 from zcoder.ui.events import Intent, Prompt, WorkerEvent
@@ -69,7 +70,13 @@ async def _measure(root: Path, count: int) -> list[float]:
             assert await backend.start_relay(nursery) == ""
         intents_send, intents = trio.open_memory_channel[Intent](math.inf)
         events_send, events = trio.open_memory_channel[WorkerEvent](math.inf)
-        worker = TurnWorker(receiver.runner, intents, events_send, warmup=False)
+        worker = TurnWorker(
+            receiver.runner,
+            intents,
+            events_send,
+            commands=IdleCommands(receiver),
+            warmup=False,
+        )
         await nursery.start(worker.run)
         nursery.start_soon(_discard, events)
         intents_send.send_nowait(Prompt("a task that keeps the receiver busy"))

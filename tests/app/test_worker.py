@@ -450,3 +450,20 @@ async def test_the_manifest_says_busy_exactly_while_the_worker_runs_a_turn(
         await b.turns(1)
         assert await state() == "ready"
         nursery.cancel_scope.cancel()
+
+
+async def test_an_idle_only_command_runs_in_the_workers_task_and_the_ui_only_draws(
+    short_tmp: Path,
+) -> None:
+    # No round trip through the UI: the worker runs /rewind N itself, between turns, and
+    # sends what it shows; a refusal is one error line.
+    async with trio.open_nursery() as nursery:
+        b = await receiver(nursery, short_tmp, [text("done")])
+        parsed = interpret("/rewind x")
+        assert isinstance(parsed, ParsedCommand)
+        await b.tell(Prompt("first"), Command(parsed, "/rewind x"))
+        notice = await b.next(Notice, lambda n: "/rewind" in n.text)
+        assert notice == Notice("/rewind takes a turn's number, not 'x' (see /rewind)", "error")
+        kinds = [type(e).__name__ for e in b.log]
+        assert kinds.index("TurnEnded") < kinds.index("Notice")  # after the turn, not beside
+        nursery.cancel_scope.cancel()

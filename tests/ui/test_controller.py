@@ -18,6 +18,7 @@ from prompt_toolkit.formatted_text import StyleAndTextTuples, to_plain_text
 from prompt_toolkit.input import PipeInput, create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
+from zcoder.app.idle import IdleCommands
 from zcoder.app.worker import RelayTurn, TurnWorker
 from zcoder.approval.questions import ApprovalRequest
 from zcoder.conversation import TranscriptEvent
@@ -327,7 +328,8 @@ def run(body: Callable[[Harness], Awaitable[None]], backend: FakeBackend, **kw: 
 
             terminal._write = capture  # type: ignore[method-assign]
             backend.sink, backend.approver = ChannelSink(events_send), terminal.approval
-            worker = TurnWorker(backend, intents, events_send, **kw)
+            commands = IdleCommands(backend)
+            worker = TurnWorker(backend, intents, events_send, commands=commands, **kw)
             controller = Controller(terminal, backend, keys, intents_send, events)
             h = Harness(terminal, controller, worker, backend, inp, printed, clock)
             box.append(h)

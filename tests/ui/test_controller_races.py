@@ -6,12 +6,18 @@ from __future__ import annotations
 import trio
 
 from tests.ui.test_controller import FakeBackend, Harness, run
+from zcoder.app.idle import IDLE
 from zcoder.commands import COMMANDS
 from zcoder.ui.slash import HANDLERS
 
 
-def test_every_registered_command_has_a_handler() -> None:
-    assert set(HANDLERS) == {c.name for c in COMMANDS}
+def test_every_registered_command_runs_in_one_place() -> None:
+    # The UI runs the listings and the reports; the worker the idle-only forms, in its own
+    # task (app/idle.py): no idle-only command has a UI handler.
+    names = {c.name for c in COMMANDS}
+    assert set(HANDLERS) | IDLE == names
+    assert {c.name for c in COMMANDS if c.idle_only or c.args_idle_only} <= IDLE
+    assert not {c.name for c in COMMANDS if c.idle_only} & set(HANDLERS)
 
 
 def test_a_relayed_message_that_arrives_first_runs_before_a_queued_new() -> None:

@@ -31,6 +31,7 @@ from zcoder import __version__
 from zcoder.agent.connect import ServerChoice, choose_server, describe, make_client
 from zcoder.agent.model import ModelClient
 from zcoder.app.backend import AgentBackend
+from zcoder.app.idle import IdleCommands
 from zcoder.app.worker import TurnWorker
 from zcoder.approval.questions import Answer, ApprovalRequest, Approver
 from zcoder.commands import complete
@@ -248,7 +249,13 @@ def build_app(
         approver=approver,
         sink=_ChannelSink(events_send),
     )
-    worker = TurnWorker(backend.runner, intents, events_send, warmup=config.warmup)
+    worker = TurnWorker(
+        backend.runner,
+        intents,
+        events_send,
+        commands=IdleCommands(backend),
+        warmup=config.warmup,
+    )
     return AppCore(backend, worker, intents_send, events)
 
 

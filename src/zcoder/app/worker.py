@@ -2,7 +2,8 @@
 
 It alone holds the local queue (prompts and idle-only commands, in the order typed), decides
 what runs next (``schedule.next_work``: one waiting relayed message before each local item),
-runs one turn at a time and cancels it, and decides what Escape does to the relay. The UI
+runs one turn or command at a time in its own task (commands: ``app/idle.py``; ``/agents``
+changes: ``relay_control``) and cancels it, and decides what Escape does to the relay. The UI
 sends it intents over a memory channel and renders the events it sends back; the relay
 reaches it only through ``wait_relay_change`` (the listener sets a flag, nothing more).
 
@@ -32,12 +33,13 @@ import attrs
 import trio
 
 from zcoder.app.schedule import QueueState, next_work
-from zcoder.commands import interpret
+from zcoder.commands import ParsedCommand, interpret
 from zcoder.errors import ZcoderError
 from zcoder.ui.events import (
     CancelTurn,
     Command,
     Intent,
+    Lines,
     Notice,
     Prompt,
     Queued,
@@ -45,7 +47,6 @@ from zcoder.ui.events import (
     RelayControl,
     RelayStopped,
     Returned,
-    RunCommand,
     ServerState,
     TurnBegan,
     TurnEnded,
@@ -91,6 +92,12 @@ class WorkBackend(Protocol):
     def sync_relay(self) -> None: ...
 
 
+class CommandRunner(Protocol):
+    """Runs an idle-only command (``app/idle.py``); whether to warm the model up again."""
+
+    async def run(self, parsed: ParsedCommand, send: Callable[[WorkerEvent], None]) -> bool: ...
+
+
 class TurnWorker:
     """``run`` it with ``nursery.start``; it ends only when cancelled."""
 
@@ -100,10 +107,12 @@ class TurnWorker:
         intents: trio.MemoryReceiveChannel[Intent],
         events: trio.MemorySendChannel[WorkerEvent],
         *,
+        commands: CommandRunner,
         warmup: bool = True,
         model_retry: tuple[float, float] = MODEL_RETRY,
     ) -> None:
         self._backend = backend
+        self._commands = commands
         self._intents = intents
         self._events = events
         self._warmup = warmup
@@ -179,9 +188,9 @@ class TurnWorker:
         return True
 
     async def _run_command(self, item: Command) -> None:
-        done = trio.Event()
-        self._send(RunCommand(item.parsed, done))
-        await done.wait()  # nothing else starts meanwhile: it cannot race a turn
+        # In this task, like a turn: nothing else starts meanwhile, so it cannot race one.
+        if await self._commands.run(item.parsed, self._send):
+            self._warm_again()  # another model or session: warm that one up
 
     async def _run_turn(self, relayed_from: str, run: Callable[[], Awaitable[bool]]) -> bool:
         self._stop_warmup()
@@ -215,10 +224,13 @@ class TurnWorker:
             elif isinstance(intent, RelayControl):
                 self._relay_control(intent.action)
             elif isinstance(intent, WarmUpRequest):
-                self._wake.set()  # relayed messages that waited for the model may try it
-                if self._turn is None:
-                    self._stop_warmup()  # a new model or session: warm that one up
-                    self._warm_send.send_nowait(False)
+                self._warm_again()
+
+    def _warm_again(self) -> None:
+        self._wake.set()  # relayed messages that waited for the model may try it
+        if self._turn is None:
+            self._stop_warmup()  # a new model or session: warm that one up
+            self._warm_send.send_nowait(False)
 
     def _texts(self) -> tuple[str, ...]:
         return tuple(item.text for item in self._queue)
@@ -260,7 +272,7 @@ class TurnWorker:
         except ZcoderError as exc:
             self._send(Notice(str(exc), "error"))
         else:
-            self._send(Notice(" ".join(lines)))
+            self._send(_shown(action, lines))
         self._send(RelayStopped(self._backend.relay_stopped()))
         self._wake.set()
         self._send(Refresh())
@@ -333,6 +345,16 @@ class TurnWorker:
             self._warm_scope.cancel()
             self._warm_scope = None
             self._send(WarmUpState(""))
+
+
+def _shown(action: str, lines: list[str]) -> Notice | Lines:
+    """What ``/agents ACTION`` shows: a block for a report or a listing, a line for a
+    switch. A message's own lines (``show N``, ``inbox N``) hang under its heading."""
+    verb, _, arg = action.partition(" ")
+    if verb in ("", "inbox", "show"):
+        whole = verb == "show" or (verb == "inbox" and bool(arg.strip()))
+        return Lines(lines[0], tuple(lines[1:]), 2 if whole else None)
+    return Notice(" ".join(lines))
 
 
 def _as_typed(item: Prompt | Command) -> str:

@@ -1,11 +1,12 @@
 """The controller: the keys in, intents to the worker out, the worker's events on screen.
 
-A Trio task beside the app. It decides no order: a prompt, an idle-only command (``/new``,
-``/sessions N``, ``/model NAME``), Escape and ``/agents pause|resume`` go to the worker as
-intents; the other commands only show something and run at once. The worker's events are
-drawn by the ``Presenter``; a ``RunCommand`` from the worker runs that idle-only command
-now, between turns. Leaving while accepted relayed messages have not run asks once: the
-first ``/quit`` (Ctrl-D, Ctrl-C) says what would be dropped, the second leaves.
+A Trio task beside the app. It decides no order and runs no work: a prompt, an idle-only
+command (``/new``, ``/sessions N``, ``/model NAME`` ...), Escape and ``/agents`` (but
+``sent`` and ``cancel``, the sender's side) go to the worker as intents, and the worker
+runs them in its own task; the other commands only show something and run at once. The
+worker's events, what its commands show included, are drawn by the ``Presenter``. Leaving
+while accepted relayed messages have not run asks once: the first ``/quit`` (Ctrl-D,
+Ctrl-C) says what would be dropped, the second leaves.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from zcoder.ui.events import (
     ExitRequest,
     Intent,
     Prompt,
-    RunCommand,
     Submit,
     UiEvent,
     WorkerEvent,
@@ -108,16 +108,7 @@ class Controller:
 
     async def _render(self, nursery: trio.Nursery) -> None:
         async for event in self._events:
-            if isinstance(event, RunCommand):
-                nursery.start_soon(self._run_between_turns, event)
-            else:
-                self.presenter.apply(event)
-
-    async def _run_between_turns(self, event: RunCommand) -> None:
-        try:
-            await self.slash.run(event.parsed)
-        finally:
-            event.done.set()
+            self.presenter.apply(event)
 
     async def _handle_keys(self, nursery: trio.Nursery) -> None:
         async for event in self._keys:

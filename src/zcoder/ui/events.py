@@ -4,15 +4,16 @@ Keys (the terminal's bindings -> the controller): ``Submit``, ``CancelTurn``, ``
 Intents (the controller -> the worker, over a memory channel): ``Prompt``, ``Command``,
 ``CancelTurn``, ``RelayControl``, ``WarmUpRequest``. Worker events (the worker -> the controller,
 which renders them): ``Show`` and the rest of ``WorkerEvent``. The worker decides the order of
-all work; the UI only asks and shows.
+all work and runs it, commands included (``Lines``, ``Replay`` and ``Notice`` are what they
+show); the UI only asks and shows.
 """
 
 from __future__ import annotations
 
 import attrs
-import trio
 
 from zcoder.commands import ParsedCommand
+from zcoder.conversation import TranscriptEvent
 from zcoder.live import LiveEvent
 
 __all__ = [
@@ -20,14 +21,15 @@ __all__ = [
     "Command",
     "ExitRequest",
     "Intent",
+    "Lines",
     "Notice",
     "Prompt",
     "Queued",
     "Refresh",
     "RelayControl",
     "RelayStopped",
+    "Replay",
     "Returned",
-    "RunCommand",
     "ServerState",
     "Show",
     "Submit",
@@ -138,11 +140,20 @@ class Returned:
 
 
 @attrs.frozen
-class RunCommand:
-    """Run this idle-only command now and set ``done`` after: no turn runs meanwhile."""
+class Lines:
+    """A block to print: ``title`` and its ``lines`` (``hang``: their continuation indent),
+    what a command the worker ran has to show."""
 
-    parsed: ParsedCommand
-    done: trio.Event
+    title: str
+    lines: tuple[str, ...] = ()
+    hang: int | None = None
+
+
+@attrs.frozen
+class Replay:
+    """Draw these transcript entries again (the last ones of a session switched to)."""
+
+    events: tuple[TranscriptEvent, ...]
 
 
 @attrs.frozen
@@ -179,7 +190,8 @@ WorkerEvent = (
     | TurnEnded
     | Queued
     | Returned
-    | RunCommand
+    | Lines
+    | Replay
     | WarmUpState
     | ServerState
     | RelayStopped

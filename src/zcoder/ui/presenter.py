@@ -9,10 +9,12 @@ from __future__ import annotations
 from zcoder.live import CommandsGranted, ContextFill, Entry, StateChange
 from zcoder.ui.backend import Backend
 from zcoder.ui.events import (
+    Lines,
     Notice,
     Queued,
     Refresh,
     RelayStopped,
+    Replay,
     Returned,
     ServerState,
     Show,
@@ -21,6 +23,7 @@ from zcoder.ui.events import (
     WarmUpState,
     WorkerEvent,
 )
+from zcoder.ui.render import render_block
 from zcoder.ui.terminal import Terminal
 
 __all__ = ["Presenter"]
@@ -34,7 +37,7 @@ class Presenter:
         self.status = terminal.status
 
     def apply(self, event: WorkerEvent) -> None:
-        """Show one worker event (``RunCommand`` is the controller's, not shown here)."""
+        """Show one worker event."""
         if isinstance(event, Show):
             self._live(event)
         elif isinstance(event, Notice):
@@ -57,6 +60,13 @@ class Presenter:
             self.status.relay_stopped = event.stopped
         elif isinstance(event, Refresh):
             self.refresh_status()
+        elif isinstance(event, Lines):
+            width = self.terminal.width()
+            block = render_block(event.title, list(event.lines), width, hang=event.hang)
+            self.terminal.print_above(block)
+        elif isinstance(event, Replay):
+            for entry in event.events:
+                self.view.show(entry)
         self.terminal.invalidate()
 
     def _live(self, show: Show) -> None:

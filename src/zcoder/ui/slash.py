@@ -1,10 +1,11 @@
 """What each slash command does (the registry itself is ``zcoder.commands``).
 
-``HANDLERS`` maps every registered command's name to its handler. The handlers reach the
-rest of the app only through ``SlashHost``: the backend's queries, the screen, and intents
-for the worker. When a command runs is not theirs to decide: the controller runs them at
-once, except the idle-only forms, which the worker runs between turns (``RunCommand``), so
-they never race a turn and need no re-check here.
+``HANDLERS`` maps the name of every command the UI runs to its handler: the listings and
+the reports. The handlers reach the rest of the app only through ``SlashHost``: the
+backend's queries, the screen, and intents for the worker. The idle-only forms (``/new``,
+``/model NAME``, ``/sessions N``, ``/compact``, ``/undo``, ``/rewind N``) and ``/agents``
+(but ``sent`` and ``cancel``) are not run here: the controller sends them to the worker,
+which runs them in its own task (``app/idle.py``) and sends what they show.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from zcoder.conversation import TranscriptEvent
 from zcoder.errors import ZcoderError
 from zcoder.text.ages import age
 from zcoder.ui.backend import Backend, SessionRow
-from zcoder.ui.events import Intent, RelayControl, WarmUpRequest
+from zcoder.ui.events import Intent, RelayControl
 from zcoder.ui.text import model_label, one_line, shorten
 from zcoder.ui.wrap import wrap_line
 
@@ -131,13 +132,6 @@ class SlashCommands:
     async def quit(self, args: str) -> None:
         self.host.request_exit("user")
 
-    async def new(self, args: str) -> None:
-        backend = self.host.backend
-        backend.new_session()
-        self.host.refresh_status()
-        self._notice(f"New session {backend.session_id}.")
-        self.host.intend(WarmUpRequest())
-
     async def list_agents(self, args: str = "") -> None:
         with trio.fail_after(_LIST_SECONDS):
             lines = await self.host.backend.list_agents()
@@ -164,13 +158,7 @@ class SlashCommands:
             with trio.fail_after(_LIST_SECONDS):
                 self._notice(await self.host.backend.relay_cancel(rest.strip()))
             return
-        if word not in ("", "inbox", "show"):  # the worker owns what relayed work may run
-            self.host.intend(RelayControl(action))
-            return
-        lines = self.host.backend.inbox.query(action)
-        # A message's own lines wrap under its text, whatever they start with.
-        whole = word == "show" or (word == "inbox" and rest.strip())
-        self._print(lines[0], lines[1:], hang=2 if whole else None)
+        self.host.intend(RelayControl(action))  # the worker runs it, and what it shows
 
     async def send(self, args: str) -> None:
         # Not idle-only: it starts no turn and touches neither the model's history nor the
@@ -191,43 +179,17 @@ class SlashCommands:
             models = await self.host.backend.list_models()
         self.models = models
         current = self.host.backend.model
-        if not name:
-            lines = [("* " if m == current else "  ") + one_line(m) for m in models]
-            self._print(
-                f"Models on the server (current: {one_line(current)}):", lines or ["(none)"]
-            )
-            self._notice("Switch with /model NAME.")
-            return
-        name = self.host.backend.served_name(name, models)  # ZcoderError: not served
-        self.host.backend.set_model(name)
-        self.host.refresh_status()
-        self._notice(f"Model set to {one_line(name)}.")
-        self.host.intend(WarmUpRequest())
-
-    async def compact(self, focus: str) -> None:
-        # The worker runs it as a turn (Escape cancels it); the agent shows the outcome.
-        await self.host.backend.compact(focus)
-        self.host.refresh_status()
-
-    async def undo(self, args: str = "") -> None:
-        # Run by the worker between turns: it cannot race a turn's own changes.
-        for line in await self.host.backend.undo(None):
-            self._notice(line)
+        lines = [("* " if m == current else "  ") + one_line(m) for m in models]
+        self._print(f"Models on the server (current: {one_line(current)}):", lines or ["(none)"])
+        self._notice("Switch with /model NAME.")
 
     async def rewind(self, arg: str) -> None:
-        if not arg:
-            lines = self.host.backend.rewind_lines()
-            if not lines:
-                self._notice("No turn of this session has changed files yet.")
-                return
-            self._print("Turns of this session that changed files:", lines, hang=5)
-            self._notice("/rewind N takes back turn N and every later one; /undo the last.")
+        lines = self.host.backend.rewind_lines()
+        if not lines:
+            self._notice("No turn of this session has changed files yet.")
             return
-        if not arg.isdigit():
-            self._notice(f"/rewind takes a turn's number, not {arg!r} (see /rewind)", "error")
-            return
-        for line in await self.host.backend.undo(int(arg)):
-            self._notice(line)
+        self._print("Turns of this session that changed files:", lines, hang=5)
+        self._notice("/rewind N takes back turn N and every later one; /undo the last.")
 
     async def context(self, args: str = "") -> None:
         with trio.fail_after(_LIST_SECONDS):
@@ -239,40 +201,16 @@ class SlashCommands:
 
     async def sessions(self, arg: str) -> None:
         rows = await self.host.backend.list_sessions()
-        if not arg:
-            lines = session_lines(rows, time.time())
-            self._print("Sessions of this workspace and profile:", lines, hang=6)
-            self._notice("Switch with /sessions N or /sessions ID.")
-            return
-        target = arg
-        if arg.isdigit():  # a number, never an id (ids have an underscore)
-            if not 1 <= int(arg) <= len(rows):
-                count = f"1 to {len(rows)}" if len(rows) > 1 else "only 1"
-                self._notice(f"no session number {arg}: /sessions lists {count}", "error")
-                return
-            target = rows[int(arg) - 1].id
-        if target == self.host.backend.session_id:
-            self._notice("That is the current session.")
-            return
-        events = self.host.backend.switch_session(target)
-        for event in events[-20:]:
-            self.host.show(event)
-        self.host.refresh_status()
-        hidden = len(events) - 20
-        entries = "entry" if hidden == 1 else "entries"
-        skipped = f" ({hidden} earlier {entries} not shown)" if hidden > 0 else ""
-        self._notice(f"Switched to session {target}{skipped}.")
-        self.host.intend(WarmUpRequest())
+        lines = session_lines(rows, time.time())
+        self._print("Sessions of this workspace and profile:", lines, hang=6)
+        self._notice("Switch with /sessions N or /sessions ID.")
 
 
 Handler = Callable[[SlashCommands, str], Awaitable[None]]
 HANDLERS: dict[str, Handler] = {
     "help": SlashCommands.help,
     "model": SlashCommands.model,
-    "new": SlashCommands.new,
     "sessions": SlashCommands.sessions,
-    "compact": SlashCommands.compact,
-    "undo": SlashCommands.undo,
     "rewind": SlashCommands.rewind,
     "context": SlashCommands.context,
     "mcp": SlashCommands.mcp,

@@ -110,7 +110,16 @@ def test_a_flag_makes_a_bad_file_value_irrelevant(tmp_path: Path) -> None:
         ("compact_at = \n", ": line 1, column 14: invalid value"),
         ("[relay]\n[relay]\n", ": line 2, column 7: cannot declare ('relay',) twice"),
         ("compat_at = 70\n", ": compat_at: unknown setting; did you mean compact_at?"),
-        ("max_queue = 3\n", ": max_queue: unknown setting; did you mean relay.max_queue?"),
+        (
+            "max_queue = 3\n",
+            ": max_queue: unknown setting; did you mean relay.max_queue? (write max_queue "
+            "under a [relay] line)",
+        ),
+        (
+            "[relay]\nmax_queue = 3\ncompact_at = 70\n",
+            ": relay.compact_at: unknown setting; compact_at is a top-level setting: move it "
+            "above the first [table] line (every key after [relay] belongs to that table)",
+        ),
         (
             "[relay]\nmax_que = 3\n",
             ": relay.max_que: unknown setting; did you mean relay.max_queue?",

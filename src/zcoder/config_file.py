@@ -163,10 +163,26 @@ def _flatten(path: Path, table: dict[str, Any]) -> dict[str, Any]:
         if key == "home":
             raise _problem(path, "home: cannot be set in the file it holds (use ZCODER_HOME)")
         if key not in FILE_KEYS:
-            near = difflib.get_close_matches(key, FILE_KEYS, n=1, cutoff=0.6)
-            hint = f"; did you mean {near[0]}?" if near else ""
-            raise _problem(path, f"{key}: unknown setting{hint}")
+            raise _problem(path, f"{key}: unknown setting{_misplaced(key)}")
     return flat
+
+
+def _misplaced(key: str) -> str:
+    """The hint for an unknown key: a setting written in the wrong table (TOML puts every
+    key after ``[relay]`` into that table, so a top-level one must come before it), else
+    the nearest name."""
+    table, _, name = key.rpartition(".")
+    if table and name in FILE_KEYS:
+        return (
+            f"; {name} is a top-level setting: move it above the first [table] line "
+            f"(every key after [{table}] belongs to that table)"
+        )
+    homes = [k for k in FILE_KEYS if k.rpartition(".")[2] == key and "." in k]
+    if homes:
+        table = homes[0].rpartition(".")[0]
+        return f"; did you mean {homes[0]}? (write {key} under a [{table}] line)"
+    near = difflib.get_close_matches(key, FILE_KEYS, n=1, cutoff=0.6)
+    return f"; did you mean {near[0]}?" if near else ""
 
 
 def _as_text(path: Path, key: str, value: Any) -> str:

@@ -61,7 +61,8 @@ def test_the_real_candidates_in_preference_order() -> None:
 def test_nothing_found_says_what_was_tried_and_what_to_do() -> None:
     assert nothing_found() == (
         "no model server found (tried Ollama (127.0.0.1:11434), llama.cpp (127.0.0.1:8080), "
-        "LM Studio (127.0.0.1:1234), vLLM (127.0.0.1:8000)): start one, or point zcoder at "
+        "LM Studio (127.0.0.1:1234), vLLM (127.0.0.1:8000)): start one, run a model file "
+        "with --gguf FILE (zcoder starts llama.cpp's server for it), or point zcoder at "
         "yours with --host URL (a URL ending in /v1 for an OpenAI-compatible server)"
     )
 

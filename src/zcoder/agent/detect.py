@@ -124,7 +124,8 @@ def nothing_found(candidates: Sequence[Candidate] = DEFAULT_CANDIDATES) -> str:
     """The one line saying what was tried and how to point zcoder at a server."""
     tried = ", ".join(f"{c.kind.name} ({c.host}:{c.port})" for c in candidates)
     return (
-        f"no model server found (tried {tried}): start one, or point zcoder at yours with "
+        f"no model server found (tried {tried}): start one, run a model file with --gguf "
+        "FILE (zcoder starts llama.cpp's server for it), or point zcoder at yours with "
         "--host URL (a URL ending in /v1 for an OpenAI-compatible server)"
     )
 

@@ -353,7 +353,10 @@ async def test_an_unsafe_relay_dir_makes_the_relay_unavailable(short_tmp: Path) 
         with trio.fail_after(10):  # the worker is told
             await backend.runner.wait_relay_change()
         assert backend.inbox.status() == ("unavailable", 0)
-        assert backend.runner.relay_control("") == [f"Relay unavailable: {problem}"]
+        assert backend.runner.relay_control("") == [
+            f"Relay unavailable: {problem}; the relay starts with zcoder: once that is fixed, "
+            "restart zcoder to turn it on (zcoder --resume ID keeps this session)."
+        ]
         assert "send_agent_message" not in backend.agent.toolbox.names()
         nursery.cancel_scope.cancel()
     assert os.listdir(unsafe) == []

@@ -41,6 +41,7 @@ from zcoder.prepare import prepare_or_say
 from zcoder.runtime import open_runtime_dir
 from zcoder.sandbox.settle import status_label
 from zcoder.session.store import Session, SessionStore
+from zcoder.ui.agents_text import unavailable_line
 from zcoder.ui.backend import Unrun
 from zcoder.ui.events import ExitRequest, Intent, Show, UiEvent, WorkerEvent
 from zcoder.ui.text import model_label, one_line, shorten, visible, visible_text
@@ -366,7 +367,7 @@ async def _run_root(
         await root.start(_run_ui, terminal, root.cancel_scope)
         if problem:
             _log.warning("relay unavailable: %s", problem)
-            controller.view.notice(f"Relay unavailable: {problem}")
+            controller.view.notice(unavailable_line(problem))
         # MCP servers: each in its own task of the root nursery, stopped with it.
         await backend.mcp.start(root, controller.view.notice)
         root.start_soon(backend.peer_refresh.run)

@@ -88,9 +88,17 @@ def agents_lines(action: str, view: AgentsView) -> list[str]:
     ]
 
 
+_RESTART = (
+    "the relay starts with zcoder: once that is fixed, restart zcoder to turn it on "
+    "(zcoder --resume ID keeps this session)"
+)
+
+
 def unavailable_line(reason: str) -> str:
-    """The relay cannot be used (told once when it fails after its start)."""
-    return f"Relay unavailable: {reason}"
+    """The relay cannot be used (told at start, once when it fails after its start, and
+    by ``/agents``), and how to get it back: nothing retries it in this process, so a fix
+    alone (the ``chmod 700`` the reason suggests) would leave it off without a word."""
+    return f"Relay unavailable: {reason}; {_RESTART}."
 
 
 def not_listed(reason: str) -> str:

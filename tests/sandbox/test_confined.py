@@ -157,6 +157,18 @@ async def test_no_repository_can_be_made_at_the_root(ws: Path, run: Run) -> None
     assert os.listdir(ws) == []
 
 
+async def test_git_sees_no_stand_in_for_a_missing_agents_md(repo: Path, ws: Path, run: Run) -> None:
+    """What stands in for the missing AGENTS.md is nothing git lists or refuses to add, so
+    the model's ``git status``, ``git add -A`` and commit work as outside."""
+    result = await run(
+        "echo evil > AGENTS.md; echo new > made.txt; git status --porcelain; git add -A"
+        " && git -c user.email=a@b -c user.name=n commit -qm m && echo committed"
+        " && git ls-files"
+    )
+    assert result.text.endswith("?? made.txt\ncommitted\nmade.txt\n"), result.text
+    assert sorted(os.listdir(ws)) == [".git", "made.txt"]
+
+
 async def test_agents_md_anywhere_stays_as_it_is(ws: Path, run: Run) -> None:
     (ws / "AGENTS.md").write_text("be careful\n")
     (ws / "deep" / "er").mkdir(parents=True)

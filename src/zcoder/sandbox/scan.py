@@ -7,10 +7,10 @@ under ``.git/modules`` too, and a linked worktree's ``config.worktree``); a ``.g
 at a git directory the command wrote.
 
 What does not exist yet is masked, so that the command cannot create it: the workspace's
-own ``AGENTS.md`` (an empty read-only file), its ``.git`` when it has none (an empty
-read-only directory: ``git init`` fails there, git still finds a repository above), and a
-git directory's missing ``hooks`` or ``config``. bwrap makes an empty file or directory on
-the host to mount on; ``masks.py`` removes it afterwards.
+own ``AGENTS.md`` (an empty read-only directory, which git does not list), its ``.git``
+when it has none (an empty read-only directory: ``git init`` fails there, git still finds
+a repository above), and a git directory's missing ``hooks`` or ``config``. bwrap makes
+an empty file or directory on the host to mount on; ``masks.py`` removes it afterwards.
 
 A new subdirectory cannot be prepared for, so an ``AGENTS.md`` the command creates in one
 is removed once it is over (``remove_created``), and the command's result says so.
@@ -110,7 +110,9 @@ def _pointed(dot_git: Path) -> Path | None:
 def scan_workspace(workspace: Path) -> Protected:
     """The read-only paths and the masks of one command in ``workspace`` (canonical)."""
     found = _Found(workspace)
-    found.protect(workspace / _INSTRUCTIONS)
+    # A missing one is masked by an empty directory, not a file: git lists no empty
+    # directory, where /dev/null showed as '?? AGENTS.md' and failed every 'git add -A'.
+    found.protect(workspace / _INSTRUCTIONS, "dir")
     if not os.path.lexists(workspace / ".git"):
         found.protect(workspace / ".git", "dir")
     stack, seen = [workspace], 0

@@ -120,3 +120,23 @@ def test_zcoder_config_says_whether_the_sandbox_works(
     rows = [line.split() for line in capsys.readouterr().out.splitlines()]
     said = "cannot work here: bwrap is not installed (install the bubblewrap package)"
     assert ["sandbox", *said.split(), "checked", "now"] in rows
+
+
+def test_a_bwrap_that_cannot_make_namespaces_is_named_once_with_its_own_words(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # What bubblewrap says in a container that forbids user namespaces.
+    fake = tmp_path / "bin" / "bwrap"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(fake.parent))
+    check_sandbox.cache_clear()
+    try:
+        found = check_sandbox()
+    finally:
+        check_sandbox.cache_clear()
+    assert not found.works and found.bwrap == str(fake)
+    assert found.reason == (
+        "user namespaces are not available here (bwrap: setting up uid map: Permission denied)"
+    )

@@ -47,8 +47,9 @@ def probe_argv(bwrap: str) -> list[str]:
 
 
 def _explain(stderr: str) -> tuple[str, str]:
-    """The reason and the fix for bwrap's own complaint (its first line, verbatim)."""
+    """The reason and the fix for bwrap's own complaint (its first line)."""
     said = next((line.strip() for line in stderr.splitlines() if line.strip()), "no message")
+    said = said.removeprefix("bwrap: ")  # bwrap starts its own: the reason names it once
     low = said.lower()
     if "namespace" in low or "operation not permitted" in low or "permission denied" in low:
         return (

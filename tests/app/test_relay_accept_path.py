@@ -1,7 +1,8 @@
 """The listener's call stack ends in the relay package (issue 8 item 1): an accepted enqueue
 notes a change in the spool's one wait and runs nothing the app supplied: not the agent,
 not the UI, not the status bar, no callback of ``app/``. The worker learns of it by
-awaiting ``wait_relay_change``."""
+awaiting ``wait_relay_change``. A sender's cancel too (issue 24 item 1): the relay package
+answers it, and it reaches the machine as news."""
 
 from __future__ import annotations
 
@@ -96,4 +97,26 @@ async def test_the_check_sees_an_app_callable_run_by_the_listener(
         with calls_from_the_listener() as called:
             assert await send(a, b, "do it") == "accepted"
         assert "zcoder.app.runner.TurnRunner.relay_runnable" in called
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_senders_cancel_runs_nothing_of_the_app_and_is_news_for_the_worker(
+    short_tmp: Path,
+) -> None:
+    # Issue 24 item 1: the listener answers a cancel from the spool (relay/extension.py);
+    # the worker's sync tells the machine, which tells the sender ``cancelled``.
+    async with trio.open_nursery() as nursery:
+        a = await start(nursery, short_tmp, "alpha")
+        b = await start(nursery, short_tmp, "beta", follow=False)
+        # Nobody claims here (no worker): the message waits until it is withdrawn.
+        assert await send(a, b, "withdraw me") == "accepted"
+        with calls_from_the_listener() as called:
+            line = await a.backend.relay_cancel("1")
+        assert called == [] and line.startswith("Withdrawn: ")
+        b.backend.runner.sync_relay()  # what the worker does once woken
+        assert b.backend.inbox.unrun() == []
+        shown = [e.text for e in b.sink.entries()]
+        assert any("was withdrawn by its sender before it ran" in text for text in shown)
+        await b.backend.relay.receipts.flush(5.0)
+        assert b.backend.relay.receipts.stats.delivered >= 1  # ``cancelled`` to alpha
         nursery.cancel_scope.cancel()

@@ -1,0 +1,94 @@
+"""What a sandboxed command must not change (``scan``) and the bwrap line it makes (``plan``):
+pure enough to need no bubblewrap."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from zcoder.sandbox.plan import Confinement, Mask, Protected, bwrap_argv
+from zcoder.sandbox.scan import remove_created, scan_workspace
+
+
+def test_a_repository_with_instructions_submodules_and_dependencies(tmp_path: Path) -> None:
+    ws = tmp_path.resolve()
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    (ws / "AGENTS.md").write_text("root rules\n")
+    (ws / "lib" / "deep").mkdir(parents=True)
+    (ws / "lib" / "deep" / "AGENTS.md").write_text("deep rules\n")
+    (ws / "node_modules" / "pkg").mkdir(parents=True)
+    (ws / "node_modules" / "pkg" / "AGENTS.md").write_text("a dependency's own\n")
+    module = ws / ".git" / "modules" / "vendor" / "lib"
+    (module / "hooks").mkdir(parents=True)
+    (module / "HEAD").write_text("ref: refs/heads/main\n")
+    (module / "config").write_text("[core]\n")
+    (ws / "vendor" / "lib").mkdir(parents=True)
+    (ws / "vendor" / "lib" / ".git").write_text("gitdir: ../../.git/modules/vendor/lib\n")
+    found = scan_workspace(ws)
+    assert found.readonly == tuple(
+        sorted(
+            [
+                ws / ".git" / "config",
+                ws / ".git" / "hooks",
+                module / "config",
+                module / "hooks",
+                ws / "AGENTS.md",
+                ws / "lib" / "deep" / "AGENTS.md",
+                ws / "vendor" / "lib" / ".git",
+            ]
+        )
+    )
+    assert found.masks == ()
+
+
+def test_what_does_not_exist_yet_is_masked(tmp_path: Path) -> None:
+    ws = tmp_path.resolve()
+    assert scan_workspace(ws) == Protected(
+        (), (Mask(ws / ".git", "dir"), Mask(ws / "AGENTS.md", "file"))
+    )
+    (ws / ".git").mkdir()
+    assert scan_workspace(ws).masks == (
+        Mask(ws / ".git" / "config", "file"),
+        Mask(ws / ".git" / "hooks", "dir"),
+        Mask(ws / "AGENTS.md", "file"),
+    )
+
+
+def test_only_new_instruction_files_are_removed(tmp_path: Path) -> None:
+    ws = tmp_path.resolve()
+    (ws / "AGENTS.md").write_text("kept\n")
+    before = scan_workspace(ws)
+    (ws / "new").mkdir()
+    (ws / "new" / "AGENTS.md").write_text("made by the command\n")
+    (ws / "other.md").write_text("not instructions\n")
+    assert remove_created(before, scan_workspace(ws)) == [ws / "new" / "AGENTS.md"]
+    assert sorted(p.name for p in ws.rglob("*")) == ["AGENTS.md", "new", "other.md"]
+
+
+def test_the_bwrap_line_mounts_in_order_and_shares_the_network_only_when_asked() -> None:
+    ws = Path("/w")
+    plan = Confinement(
+        bwrap="/usr/bin/bwrap",
+        workspace=ws,
+        private=(Path("/tmp"),),
+        hidden_dirs=(Path("/home/a/.ssh"),),
+        hidden_files=(Path("/home/a/.netrc"),),
+    )
+    protected = Protected((ws / ".git" / "hooks",), (Mask(ws / "AGENTS.md", "file"),))
+    argv = bwrap_argv(plan, protected, ws / "sub", ["bash", "-c", "make"])
+    line = " ".join(argv)
+    order = [
+        "--ro-bind / /",
+        "--tmpfs /tmp",
+        "--bind /w /w",
+        "--ro-bind /w/.git/hooks /w/.git/hooks",
+        "--ro-bind /dev/null /w/AGENTS.md",
+        "--tmpfs /home/a/.ssh --remount-ro /home/a/.ssh",
+        "--ro-bind /dev/null /home/a/.netrc",
+        "--chdir /w/sub -- bash -c make",
+    ]
+    assert [line.index(part) for part in order] == sorted(line.index(part) for part in order)
+    assert "--unshare-net" in argv and "--cap-drop ALL" in line
+    assert "--unsetenv ZCODER_API_KEY" in line
+    shared = bwrap_argv(Confinement("/usr/bin/bwrap", ws, network=True), Protected(), ws, ["x"])
+    assert "--unshare-net" not in shared

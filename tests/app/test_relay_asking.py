@@ -13,6 +13,7 @@ import trio.testing
 
 from tests.agent.doubles import FakeApprover, call, text, tools
 from tests.agent.test_loop import SENDER, make_rig
+from zcoder.agent import approvals
 from zcoder.agent.agent import TurnRequest
 from zcoder.app.relay.asking import ExpiringQuestions, answered_detail, waiting_reason
 from zcoder.approval.questions import Answer, ApprovalRequest
@@ -21,7 +22,9 @@ from zcoder.errors import QuestionExpired
 from zcoder.live import ToolUpdate
 from zcoder.relay.envelope import Enqueue
 from zcoder.relay.inbound import Effect, Inbound, Tell
+from zcoder.relay.settings import RelaySettings
 from zcoder.relay.spool.news import Claimed
+from zcoder.sandbox.probe import SandboxCheck
 
 
 def question(
@@ -200,3 +203,30 @@ async def test_after_an_expiry_the_tasks_later_questions_are_not_asked(
         "command did not run."
     )
     assert [state for state, _ in waits.told] == ["waiting", "started"]  # no second wait
+
+
+async def test_an_expired_question_to_run_outside_the_sandbox_leaves_the_sandboxed_way_open(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``[relay] commands = "sandbox"`` only a command asked to run outside asks: the
+    sender hears that, and after its expiry the model reads that it can run it inside."""
+    monkeypatch.setattr(approvals, "check_sandbox", lambda: SandboxCheck(True, "/usr/bin/bwrap"))
+    waits, line = Waits(), Late(after=None)
+    replies = [
+        tools(call("run_command", command="curl -O x", outside_sandbox="it needs the network")),
+        tools(call("run_command", command="make test")),
+        text("Ran the tests in the sandbox."),
+    ]
+    asker = ExpiringQuestions(line, waits, 300.0)
+    settings = RelaySettings(commands="sandbox")
+    rig = make_rig(tmp_path, replies, approver=cast(Any, asker), relay=settings)
+    outcome = await rig.agent.run_turn(TurnRequest("relay", "fetch and test", SENDER))
+    assert outcome.text == "Ran the tests in the sandbox."
+    assert waits.told[0] == (
+        "waiting",
+        "asks its user to approve running OUTSIDE the sandbox: curl -O x",
+    )
+    refused = next(m.content for m in rig.session.history if m.role == "tool")
+    assert refused.startswith("the local user did not answer in 300 seconds")
+    assert "Without outside_sandbox it runs in the sandbox, unasked." in refused
+    assert [c[1]["command"] for c in rig.toolbox.calls] == ["make test"]  # after the expiry

@@ -116,9 +116,12 @@ class Approvals:
         self._who = sender_label(sender) if sender is not None else ""
         self._home = _user_home()
 
-    async def _ask(self, question: ApprovalRequest, undone: str) -> Answer | CallOutcome:
+    async def _ask(
+        self, question: ApprovalRequest, undone: str, retry: str = ""
+    ) -> Answer | CallOutcome:
         """The user's answer; or, for a question nobody answered in time (only a relayed
-        turn's expires), the call's refusal: ``undone`` says what did not happen."""
+        turn's expires), the call's refusal: ``undone`` says what did not happen, ``retry``
+        (told the model alone) what it can still do."""
         try:
             return await self._p.approver.ask(question)
         except QuestionExpired as exc:
@@ -139,7 +142,8 @@ class Approvals:
                 card = "not asked (an earlier question expired)"
             self._p.entry("system", line)
             return refusal(
-                f"{told} (nothing ran). Go on without it, or finish and say what is left to do.",
+                f"{told} (nothing ran). {retry}Go on without it, or finish and say what is "
+                "left to do.",
                 "denied",
                 card,
             )
@@ -261,7 +265,14 @@ class Approvals:
             outside_sandbox=outside,
         )
         self._p.sink.emit(StateChange("waiting_approval", "command"))
-        answer = await self._ask(question, "the command did not run")
+        # Asked to run outside: in the sandbox it needs no question, so an expiry does not
+        # end what a relayed task nobody watches can do.
+        retry = (
+            f"Without {OUTSIDE_SANDBOX} it runs in the sandbox, unasked. "
+            if verdict.outside
+            else ""
+        )
+        answer = await self._ask(question, "the command did not run", retry)
         if isinstance(answer, CallOutcome):
             return answer
         run_this, grant_rest = apply_answer(answer, origin=self._origin, profile=config.profile)

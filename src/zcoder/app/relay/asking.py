@@ -52,6 +52,10 @@ class QuestionWaits(Protocol):
 
 def waiting_reason(request: ApprovalRequest) -> str:
     """The ``waiting`` receipt's one line: what the receiver's user is asked."""
+    if request.kind == "command" and request.outside_sandbox:
+        # As its question says: the sender's model knows the sandboxed way is still open.
+        shown = one_line(request.text, _SHOWN_CHARS)
+        return f"asks its user to approve running OUTSIDE the sandbox: {shown}"
     if request.kind == "command":
         return f"asks its user to approve: {one_line(request.text, _SHOWN_CHARS)}"
     if request.kind == "write":

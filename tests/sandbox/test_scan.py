@@ -44,13 +44,13 @@ def test_a_repository_with_instructions_submodules_and_dependencies(tmp_path: Pa
 def test_what_does_not_exist_yet_is_masked(tmp_path: Path) -> None:
     ws = tmp_path.resolve()
     assert scan_workspace(ws) == Protected(
-        (), (Mask(ws / ".git", "dir"), Mask(ws / "AGENTS.md", "file"))
+        (), (Mask(ws / ".git", "dir"), Mask(ws / "AGENTS.md", "dir"))
     )
     (ws / ".git").mkdir()
     assert scan_workspace(ws).masks == (
         Mask(ws / ".git" / "config", "file"),
         Mask(ws / ".git" / "hooks", "dir"),
-        Mask(ws / "AGENTS.md", "file"),
+        Mask(ws / "AGENTS.md", "dir"),  # git lists no empty directory
     )
 
 

@@ -314,3 +314,38 @@ async def test_a_withdrawn_message_is_said_to_be_removed_on_your_cancel() -> Non
         "(/agents cancel) before it ran"
     )
     assert "this instance" not in entry.meta["headline"]
+
+
+def test_a_receiver_that_left_holding_a_message_is_told_once() -> None:
+    box = outbox()
+    box.open_session("s1", [])
+    held = sent(box, 1, "held there")
+    box.receipt(receipt(held, "held", "it holds every relayed message"))
+    done = sent(box, 2, "done there")
+    box.receipt(receipt(done, "completed", "ok"))
+    box.take_entries()
+    assert box.waits_on_others()
+    asked: list[str] = []
+
+    def gone(instance_id: str) -> bool:
+        asked.append(instance_id)
+        return True
+
+    assert box.departed(gone) is True
+    (entry,) = box.take_entries()
+    assert entry.meta["headline"] == (
+        f'⇄ {WHO} is gone, holding your message #1 "held there" for its user: it exited '
+        "without reporting how the message ended, so whether it ran is not known"
+    )
+    assert asked == [SENDER]  # once per receiver, only for an unsettled message
+    assert box.departed(gone) is False and box.take_entries() == []  # told once
+    assert not box.waits_on_others()
+    assert "· gone ·" in box.sent_lines(gone)[0]
+
+
+def test_a_receiver_still_there_is_not_told_gone() -> None:
+    box = outbox()
+    box.open_session("s1", [])
+    sent(box, 1, "queued there")
+    assert box.departed(lambda instance_id: False) is False
+    assert box.take_entries() == [] and box.waits_on_others()

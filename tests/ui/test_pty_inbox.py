@@ -5,6 +5,7 @@ characters drawn visibly, and ``approve`` names what it lets run."""
 from __future__ import annotations
 
 import re
+import signal
 
 from tests.ui.conftest import Launch, PtyDirs, StartFake, submit, text_response
 from tests.ui.test_pty_relay import instance_id, send_from, start_agent
@@ -41,3 +42,25 @@ def test_a_held_message_of_three_lines_is_marked_shown_whole_and_approved_by_nam
     assert len(b.fake.chat_requests()) == 1
     submit(b.app, "/agents show 1")
     b.app.wait_for("relayed message 1 no longer waits")
+
+
+def test_a_receiver_killed_while_holding_a_message_is_told_to_the_sender(
+    launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs
+) -> None:
+    a = start_agent(launch, start_fake, pty_dirs, "alpha")
+    b = start_agent(launch, start_fake, pty_dirs, "beta")
+    who = f"beta (pid {b.app.app_pid})"
+    submit(b.app, "/agents hold")
+    b.app.wait_for("Relayed messages are held")
+    submit(a.app, "/send @beta held there")
+    a.app.wait_for(f'⇄ {who} holds your message #1 "held there" for its user')
+    b.app.signal(signal.SIGKILL)  # no farewell: nothing reports for it
+    b.app.wait_exit()
+    a.app.wait_for(
+        re.compile(
+            rf'⇄ {re.escape(who)} is gone, holding your message #1 "held there" for its\s+user'
+        ),
+        timeout=15,
+    )
+    a.app.wait_for("whether it ran is not known")
+    assert a.app.all_text().count("is gone, holding") == 1

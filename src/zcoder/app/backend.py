@@ -30,7 +30,7 @@ from zcoder.app.relay.link import RelayLink
 from zcoder.app.relay.receipts import ChangeRecorder
 from zcoder.app.relay.send import SEND_CARD, PeerRefresh, send_command
 from zcoder.app.relay.sends import Sends
-from zcoder.app.relay.sent import cancel_sent, farewell, sent_lines
+from zcoder.app.relay.sent import cancel_sent, farewell, sent_lines, watch_receivers
 from zcoder.app.runner import TurnRunner
 from zcoder.app.server import ModelServer
 from zcoder.approval.questions import Approver
@@ -265,6 +265,10 @@ class AgentBackend:
         """What the Tab menu shows beside each target (label, pid, workspace): from the
         last discovery, no I/O."""
         return target_descriptions(self.sends.known_peers())
+
+    async def watch_receivers(self) -> None:
+        """Forever: tell of a receiver that left holding a message of ours unreported."""
+        await watch_receivers(self.relay, self.sends)
 
     def relay_sent(self) -> list[str]:
         """``/agents sent``: the messages sent in this session, with their latest state."""

@@ -371,6 +371,7 @@ async def _run_root(
         # MCP servers: each in its own task of the root nursery, stopped with it.
         await backend.mcp.start(root, controller.view.notice)
         root.start_soon(backend.peer_refresh.run)
+        root.start_soon(backend.watch_receivers)
         backend.peer_refresh.ask()  # so that the first Tab after /send has peers to offer
         await root.start(core.worker.run)
         if state.pending:

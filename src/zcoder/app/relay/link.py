@@ -97,6 +97,10 @@ class RelayLink:
         good when the relay is off (nothing changes)."""
         self._seen = await self.service.changes.wait(self._seen)
 
+    def wake(self) -> None:
+        """Wake ``wait_for_change``: the app found news of its own (a receiver gone)."""
+        self.service.changes.note()
+
     def take_news(self) -> list[News]:
         """What entered and left the spool since the last call (the spool's own log: O(1)
         per message, never a read of the inbox)."""

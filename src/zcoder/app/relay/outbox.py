@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 
 from zcoder.conversation import TranscriptEvent
@@ -39,7 +39,7 @@ from zcoder.errors import CommandError, RelayUnavailable
 from zcoder.relay.client import message_counter
 from zcoder.relay.envelope import Ack, Cancel, Enqueue, Receipt
 from zcoder.relay.limits import PROTOCOL_VERSION
-from zcoder.relay.outbox import WITHDRAWN, Outbox, Sent, standing
+from zcoder.relay.outbox import GONE, WITHDRAWN, Outbox, Sent, standing
 from zcoder.text.ages import age
 from zcoder.text.flat import one_line
 from zcoder.text.visible import escape_controls
@@ -114,6 +114,22 @@ def headline(sent: Sent, before: str = "") -> str:
     return f"⇄ {sent.target} {doing}{tail}"
 
 
+_LEFT_WITH = {
+    "held": "holding your message {m} for its user",
+    "accepted": "with your message {m} still queued",
+}
+
+
+def left_line(sent: Sent) -> str:
+    """``⇄ beta (pid 7) is gone, holding your message #2 "…" for its user: …``: its
+    receiver left without a final report (the last one it sent is what is known)."""
+    doing = _LEFT_WITH.get(sent.state, "while running your message {m}")
+    return (
+        f"⇄ {sent.target} is gone, {doing.format(m=naming(sent))}: it exited without "
+        "reporting how the message ended, so whether it ran is not known"
+    )
+
+
 def changed_line(changed: str) -> str:
     """``Changed: a.py, b.py`` from a receipt's ``changed`` lines; its notes (``(commands
     ran too: ...)``, ``(and 3 more)``) follow the paths, and with no path it says so."""
@@ -179,6 +195,7 @@ class RelayOutbox:
         self._books: dict[str, Outbox] = {}  # by session id: those opened in this run
         self._clock = clock
         self._entries: list[TranscriptEvent] = []
+        self._left: set[str] = set()  # ids whose receiver was found gone (told once)
 
     def open_session(self, session_id: str, events: Iterable[TranscriptEvent]) -> None:
         """``session_id`` is now current: its outbox, kept from earlier in this run or
@@ -204,6 +221,35 @@ class RelayOutbox:
 
     def _add_entry(self, event: TranscriptEvent) -> None:
         self._entries.append(event)
+
+    def waits_on_others(self) -> bool:
+        """Whether a message of this run waits for a report (its receiver may leave)."""
+        return any(self._unreported())
+
+    def _unreported(self) -> Iterator[Sent]:
+        books = [self.outbox, *(b for b in self._books.values() if b is not self.outbox)]
+        for book in books:
+            for sent in book.entries():
+                told = sent.message_id in self._left
+                if sent.receipts and not sent.final and not sent.earlier and not told:
+                    yield sent
+
+    def departed(self, gone: Callable[[str], bool]) -> bool:
+        """Tell, once each, of the messages whose receiver left without a final report
+        (it crashed or was killed: a receiver that quits says ``dropped``); ``gone`` is
+        asked once per receiver. Whether an entry was made."""
+        asked: dict[str, bool] = {}
+        told = False
+        for sent in list(self._unreported()):
+            target = sent.target_instance_id
+            if target not in asked:
+                asked[target] = gone(target)
+            if asked[target]:
+                self._left.add(sent.message_id)
+                meta = {"receipt": GONE, "headline": left_line(sent), "message_id": sent.message_id}
+                self._add_entry(TranscriptEvent(role="relay", text="", meta=meta))
+                told = True
+        return told
 
     # -- receipts received ------------------------------------------------------------------
 

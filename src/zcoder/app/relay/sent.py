@@ -23,6 +23,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import trio
+
 from zcoder.errors import RelayError, RelayUnavailable
 from zcoder.relay import client
 from zcoder.relay.envelope import Ack, Cancel
@@ -34,9 +36,17 @@ if TYPE_CHECKING:
     from zcoder.app.relay.link import RelayLink
     from zcoder.app.relay.sends import Sends
 
-__all__ = ["FAREWELL_SECONDS", "cancel_sent", "farewell", "sent_lines"]
+__all__ = [
+    "FAREWELL_SECONDS",
+    "LOOK_SECONDS",
+    "cancel_sent",
+    "farewell",
+    "sent_lines",
+    "watch_receivers",
+]
 
 FAREWELL_SECONDS = 1.5
+LOOK_SECONDS = 2.0  # as often as an instance looks at its own files
 
 
 async def farewell(link: RelayLink, inbox: RelayInbox, bound: float = FAREWELL_SECONDS) -> bool:
@@ -79,3 +89,20 @@ async def cancel_sent(link: RelayLink, sends: Sends, ref: str) -> str:
     return await sends.outbox.cancel(
         ref, me=me, socket_of=socket_of, deliver=deliver, gone=receiver_gone(relay_dir)
     )
+
+
+async def watch_receivers(link: RelayLink, sends: Sends, interval: float = LOOK_SECONDS) -> None:
+    """Forever: every ``interval`` seconds while a message of ours waits for a report,
+    look whether its receiver left without one (it crashed or was killed), and tell it
+    once (the worker shows it with the receipts: the relay's change wakes it). A quitting
+    receiver says ``dropped`` itself; nobody reports for one that died."""
+    while True:
+        await trio.sleep(interval)
+        if not sends.outbox.waits_on_others():
+            continue
+        try:
+            _, relay_dir = link.sending_from()
+        except RelayError:
+            continue
+        if sends.outbox.departed(receiver_gone(relay_dir)):
+            link.wake()

@@ -14,6 +14,7 @@ problem the UI shows is raised as the subclass that says what failed.
     │   └── NotGguf              the file's GGUF metadata cannot be read
     ├── ModelError               talking to the model server failed
     │   ├── ServerUnavailable    cannot connect (after the one retry)
+    │   │   ├── LocalServerExited  the server zcoder started for --gguf exited (says how)
     │   │   └── NoServerFound    no host given and none detected (says what was tried)
     │   ├── ModelHTTPError       HTTP 4xx/5xx, with the server's ``error`` text
     │   ├── StreamStalled        no byte within the stall deadline
@@ -49,6 +50,7 @@ __all__ = [
     "IncompleteStream",
     "InvalidEntry",
     "LocalServerError",
+    "LocalServerExited",
     "MalformedStream",
     "ModelError",
     "ModelHTTPError",

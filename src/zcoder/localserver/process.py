@@ -36,7 +36,7 @@ from zcoder.config import Config
 from zcoder.errors import LocalServerError, NotGguf
 from zcoder.localserver.child import READY
 from zcoder.localserver.gguf import read_facts
-from zcoder.localserver.signals import Signalled, catch_signals
+from zcoder.localserver.signals import exit_on_signals
 
 if TYPE_CHECKING:
     from zcoder.agent.model import ModelClient
@@ -130,19 +130,13 @@ class ChildServer:
             sys.stderr.write(f"zcoder: starting llama.cpp for {self.name}...\n")
             sys.stderr.flush()
         started = time.monotonic()
-        previous = catch_signals()
-        try:
-            self._log = tempfile.TemporaryFile(prefix="zcoder-llama-")
-            url = self._spawn()
-        except Signalled as exc:
-            self.close()
-            raise SystemExit(128 + exc.signum) from None
-        except BaseException:
-            self.close()
-            raise
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
+        with exit_on_signals():
+            try:
+                self._log = tempfile.TemporaryFile(prefix="zcoder-llama-")
+                url = self._spawn()
+            except BaseException:
+                self.close()
+                raise
         self.seconds = time.monotonic() - started
         self._port = urlsplit(url).port or 0
         return url

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from tests.relay.helpers import make_enqueue
 from zcoder.relay.envelope import Limits
-from zcoder.relay.spool.store import Claimed, Spool
+from zcoder.relay.spool.store import Claimed, Refused, Spool
 
 
 def new_spool(root: Path, max_queue: int = 16, limits: Limits | None = None) -> Spool:
@@ -159,14 +159,17 @@ def test_pause_keeps_accepted_messages_and_persists(short_tmp: Path) -> None:
     assert spool.changes.count == before + 2
     assert spool.paused
     assert (spool.root / "state").read_text() == "paused"
-    assert spool.enqueue(make_enqueue("1-abcd-2"), verified=True) == ("paused", None)
+    refused = make_enqueue("1-abcd-2")
+    assert spool.enqueue(refused, verified=True) == ("paused", None)
+    assert spool.take_news()[-1] == Refused(refused)  # the user who paused is told
     assert Spool(spool.root, max_queue=16).paused  # a new object reads the state file
     claimed = spool.claim()
     assert claimed is not None and claimed.envelope.message_id == "1-abcd-1"
     spool.set_paused(False)
     assert (spool.root / "state").read_text() == "accepting"
     assert spool.enqueue(make_enqueue("1-abcd-2"), verified=True) == ("accepted", 2)
-    assert spool.changes.count == before + 5  # and the claim, the resume, the enqueue
+    # And the refusal, the claim, the resume, the enqueue.
+    assert spool.changes.count == before + 6
 
 
 def test_sequence_is_monotonic_across_restarts(short_tmp: Path) -> None:

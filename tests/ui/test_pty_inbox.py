@@ -64,3 +64,21 @@ def test_a_receiver_killed_while_holding_a_message_is_told_to_the_sender(
     )
     a.app.wait_for("whether it ran is not known")
     assert a.app.all_text().count("is gone, holding") == 1
+
+
+def test_a_paused_receiver_says_it_refused_a_send(
+    launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs
+) -> None:
+    a = start_agent(launch, start_fake, pty_dirs, "alpha")
+    b = start_agent(launch, start_fake, pty_dirs, "beta")
+    submit(b.app, "/agents pause")
+    b.app.wait_for("Relay paused: new relayed messages are refused")
+    submit(a.app, "/send @beta while you were away")
+    a.app.wait_for("is paused")
+    b.app.wait_for(
+        re.compile(
+            r"Relay paused: a relayed message from alpha \(pid \d+\) was refused \(its\s+sender"
+        )
+    )
+    b.app.wait_for("/agents resume accepts again.")
+    assert b.fake.chat_requests() == []

@@ -28,6 +28,7 @@ __all__ = [
     "body_lines",
     "first_line",
     "not_listed",
+    "refused_line",
     "stopped_notice",
     "unavailable_line",
 ]
@@ -92,6 +93,15 @@ _RESTART = (
     "the relay starts with zcoder: once that is fixed, restart zcoder to turn it on "
     "(zcoder --resume ID keeps this session)"
 )
+
+
+def refused_line(sender: str) -> str:
+    """A send this instance turned away because it is paused: its user paused it, and
+    would otherwise never learn that someone tried (the sender was told ``paused``)."""
+    return (
+        f"Relay paused: a relayed message from {escape_controls(sender)} was refused "
+        "(its sender was told this instance is paused); /agents resume accepts again."
+    )
 
 
 def unavailable_line(reason: str) -> str:

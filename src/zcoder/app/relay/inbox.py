@@ -22,8 +22,8 @@ from zcoder.app.relay.sends import Sends
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError
 from zcoder.relay.inbound import INBOX_ACTIONS, Effect, Inbound, sender_label
-from zcoder.relay.spool.store import Arrived, Claimed, Withdrawn
-from zcoder.ui.agents_text import INBOX_HELP, RUNS_AGAIN, agents_lines
+from zcoder.relay.spool.store import Arrived, Claimed, Refused, Withdrawn
+from zcoder.ui.agents_text import INBOX_HELP, RUNS_AGAIN, agents_lines, refused_line
 from zcoder.ui.backend import Unrun
 from zcoder.ui.inbound_text import (
     Say,
@@ -59,8 +59,12 @@ class RelayInbox:
         causes; the lines to show: the relay's problems, then the notices."""
         inbound, effects = self.inbound, self._answers()
         inbound.changed()
+        refused: list[Say] = []
         for news in self._link.take_news():
-            if isinstance(news, Arrived):
+            if isinstance(news, Refused):
+                if not self._link.closing:
+                    refused.append(Say(refused_line(sender_label(news.envelope))))
+            elif isinstance(news, Arrived):
                 effects += inbound.arrived(news)
             elif isinstance(news, Withdrawn):
                 effects += inbound.withdrawn(news.message_id)
@@ -69,7 +73,7 @@ class RelayInbox:
         for receipt in self._link.take_receipts():
             self._sends.outbox.receipt(receipt)
         problems = [Say(line, "error") for line in self._link.take_problems()]
-        return problems + self._perform(effects)
+        return problems + refused + self._perform(effects)
 
     def _answers(self) -> list[Effect]:
         """The receivers that accepted a message of ours: a reply in a relayed turn is a

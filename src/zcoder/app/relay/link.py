@@ -70,6 +70,7 @@ class RelayLink:
         self._off = _off_reason(config)
         self._claimed_from: Spool | None = None  # settled there even if found damaged since
         self._seen = 0  # the count of the service's changes at the last wake-up
+        self.closing = False  # ``close_intake`` ran: the app is leaving
         self._told = False  # the failure was shown
         # zcoder's extension: receipts to our senders.
         self.receipts = ReceiptSender(
@@ -183,6 +184,7 @@ class RelayLink:
         ``paused``) and claim none (a claim needs an unpaused spool). Never raises: a
         ``state`` file that cannot be written is a fault of the relay's, the switch holds
         in memory."""
+        self.closing = True  # a refusal now is the exit's, not the user's pause
         self.service.pause()
 
     def switch(self, action: str) -> None:

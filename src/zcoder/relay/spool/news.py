@@ -11,7 +11,7 @@ import attrs
 
 from zcoder.relay.envelope import Enqueue
 
-__all__ = ["Arrived", "Claimed", "Left", "News", "Withdrawn"]
+__all__ = ["Arrived", "Claimed", "Left", "News", "Refused", "Withdrawn"]
 
 
 @attrs.frozen
@@ -48,4 +48,12 @@ class Withdrawn:
     message_id: str
 
 
-News = Arrived | Left | Withdrawn
+@attrs.frozen
+class Refused:
+    """A message refused because the spool is paused (its sender was answered
+    ``paused``): never stored, but the user who paused should know a send was turned away."""
+
+    envelope: Enqueue
+
+
+News = Arrived | Left | Withdrawn | Refused

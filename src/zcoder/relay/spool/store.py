@@ -60,10 +60,19 @@ from zcoder.relay.spool.entry import (
     write_new,
 )
 from zcoder.relay.spool.fault import SPOOL_DIRS, SpoolFault, classify, layout_problem
-from zcoder.relay.spool.news import Arrived, Claimed, Left, News, Withdrawn
+from zcoder.relay.spool.news import Arrived, Claimed, Left, News, Refused, Withdrawn
 from zcoder.relay.spool.quarantine import BAD_NAME, Quarantine, is_regular, planted
 
-__all__ = ["Arrived", "Claimed", "Left", "News", "Spool", "SpoolFault", "Withdrawn"]
+__all__ = [
+    "Arrived",
+    "Claimed",
+    "Left",
+    "News",
+    "Refused",
+    "Spool",
+    "SpoolFault",
+    "Withdrawn",
+]
 
 _PAUSED, _ACCEPTING = "paused", "accepting"
 _RECEIPT = ".done"
@@ -148,6 +157,8 @@ class Spool:
         if self.knows(mid):
             return "duplicate", None
         if self._paused:
+            self._news.append(Refused(envelope))
+            self._changed()
             return "paused", None
         if self.depth() >= self._max_queue:
             return "full", None

@@ -49,12 +49,13 @@ import trio
 from zcoder.app.relay.receipts import ReceiptSender
 from zcoder.relay import client
 from zcoder.relay.changes import Changes
+from zcoder.relay.discovery import discover
 from zcoder.relay.envelope import Enqueue, Limits, decode_ack
 from zcoder.relay.extension import ExtensionIntake
 from zcoder.relay.listener import Listener, open_unix_listener
 from zcoder.relay.paths import reserve_instance
 from zcoder.relay.protocol import FrameDecoder
-from zcoder.relay.registry import Manifest, discover, publish_manifest, sender_is_registered
+from zcoder.relay.registry import Manifest, publish_manifest, sender_is_registered
 from zcoder.relay.spool.store import Spool
 
 REQUESTS = 2000

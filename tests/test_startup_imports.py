@@ -44,9 +44,21 @@ SCREEN = (
 )
 
 # ``zcoder --version`` and ``zcoder agents``: what they use and no more (argparse; the
-# relay's discovery, without the app, the model clients or the screen).
+# relay's discovery, without the app, the model clients, the screen or an event loop: it
+# waits for the pongs with plain blocking sockets, relay/blocking.py).
 SMALL_COMMANDS = ("trio", "attrs", "httpx", "prompt_toolkit", "zcoder.config")
-AGENTS_NEVER = ("httpx", "prompt_toolkit", "zcoder.app", "zcoder.agent", "asyncio")
+AGENTS_NEVER = (
+    "trio",
+    "cattrs",
+    "zcoder.relay.discovery",
+    "zcoder.relay.client",
+    "zcoder.relay.wire",
+    "httpx",
+    "prompt_toolkit",
+    "zcoder.app",
+    "zcoder.agent",
+    "asyncio",
+)
 
 
 def modules_after(statement: str) -> set[str]:
@@ -98,7 +110,7 @@ def test_agents_loads_the_discovery_and_not_the_app(tmp_path: Path) -> None:
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    assert main(['agents', '--json']) == 0"
     )
-    assert "zcoder.relay.registry" in loaded
+    assert {"zcoder.relay.registry", "zcoder.relay.blocking"} <= loaded
     assert sorted(loaded & set(AGENTS_NEVER)) == []
 
 

@@ -19,13 +19,13 @@ import trio.testing
 from tests.relay.helpers import make_enqueue, make_manifest, register_sender, serve_fake_peer
 from zcoder.errors import RelayError
 from zcoder.relay import registry
+from zcoder.relay.discovery import discover
 from zcoder.relay.listing import peer_record, peer_table
 from zcoder.relay.paths import ensure_relay_dir
 from zcoder.relay.registry import (
     MAX_MANIFEST_BYTES,
     MAX_MANIFESTS,
     Peer,
-    discover,
     load_manifest,
     publish_manifest,
     remove_manifest,

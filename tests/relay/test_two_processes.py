@@ -16,8 +16,9 @@ import trio
 from tests.relay.helpers import PeerProcess, make_enqueue, register_sender
 from zcoder.errors import RelayTransportError
 from zcoder.relay import client
+from zcoder.relay.discovery import discover
 from zcoder.relay.paths import ensure_relay_dir
-from zcoder.relay.registry import Manifest, discover
+from zcoder.relay.registry import Manifest
 
 
 @pytest.fixture

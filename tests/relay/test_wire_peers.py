@@ -18,10 +18,10 @@ import pytest
 from tests.relay.helpers import PeerProcess, make_enqueue, register_sender
 from tests.relay.zsh_peer import ZshPeer, zsh_ack, zsh_frame
 from zcoder.relay import client
+from zcoder.relay.discovery import discover
 from zcoder.relay.envelope import Ack, decode_ack
 from zcoder.relay.paths import ensure_relay_dir
 from zcoder.relay.protocol import FrameDecoder
-from zcoder.relay.registry import discover
 
 # The spec's eight ack lines, verbatim.
 LITERAL_ACKS = [

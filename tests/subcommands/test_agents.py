@@ -100,6 +100,31 @@ def test_one_peer_table_and_json(short_tmp: Path) -> None:
     assert out.stdout == "No other local zcoder instances are available.\n"
 
 
+def test_listing_a_live_peer_loads_no_event_loop_and_no_converter(short_tmp: Path) -> None:
+    """The pongs are awaited with plain blocking sockets and read without cattrs."""
+    relay_dir = short_tmp / "agents"
+    workspace = short_tmp / "digest"
+    workspace.mkdir()
+    probe = (
+        "import contextlib, io, json, sys\n"
+        "from zcoder.cli import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        "    code = main(['agents', '--json'])\n"
+        "print(json.dumps([code, json.loads(out.getvalue()), sorted(sys.modules)]))"
+    )
+    env = {**os.environ, "ZCODER_RELAY_DIR": os.fspath(relay_dir)}
+    with PeerProcess(relay_dir, "digest", workspace) as peer:
+        out = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=30
+        )
+        assert out.returncode == 0, out.stderr
+        code, records, modules = json.loads(out.stdout)
+    assert code == 0
+    assert [(r["instance_id"], r["state"]) for r in records] == [(peer.instance_id, "ready")]
+    assert {"trio", "cattrs", "asyncio"} & set(modules) == set()
+
+
 def test_a_zsh_peer_is_listed(short_tmp: Path) -> None:
     """A live peer of the other implementation: acks with ``queue_position`` 0 and
     ``state`` on every status, a 0644 manifest without a trailing newline, a 20-digit nonce."""

@@ -15,25 +15,26 @@ protocol, and asking again would not help.
 
 from __future__ import annotations
 
-import secrets
 import socket
 from pathlib import Path
 
-import attrs
 import trio
 
 from zcoder.errors import FrameError, RelayTransportError
 from zcoder.relay import wire
-from zcoder.relay.envelope import (
-    Ack,
-    Cancel,
-    Enqueue,
-    Ping,
-    Receipt,
-    decode_ack,
-    encode_envelope,
-)
+from zcoder.relay.envelope import Ack, Cancel, Enqueue, Receipt, encode_envelope
 from zcoder.relay.limits import DEFAULT_MAX_BYTES
+from zcoder.relay.ping import (
+    PendingPing,
+    broke,
+    checked_ack,
+    closed_early,
+    malformed,
+    ping_request,
+    pong,
+    start,
+    start_ping,
+)
 from zcoder.relay.protocol import INSTANCE_ID_RE, MESSAGE_ID_RE, encode_frame
 
 __all__ = [
@@ -93,18 +94,18 @@ async def _write(sock: socket.socket, frame: bytes) -> None:
     try:
         await wire.send_all(sock, frame)
     except OSError as exc:
-        raise _Ambiguous(f"the connection broke: {exc.strerror or exc}") from None
+        raise _Ambiguous(broke(exc)) from None
 
 
 async def _read_ack(sock: socket.socket, max_bytes: int) -> bytes:
     try:
         return await wire.receive_frame(sock, max_bytes)
     except EOFError:
-        raise _Ambiguous("the connection closed before a complete ack") from None
+        raise _Ambiguous(closed_early()) from None
     except OSError as exc:
-        raise _Ambiguous(f"the connection broke: {exc.strerror or exc}") from None
+        raise _Ambiguous(broke(exc)) from None
     except FrameError as exc:
-        raise RelayTransportError(f"the peer answered with a malformed frame: {exc}") from None
+        raise malformed(exc) from None
 
 
 async def _attempt(
@@ -116,14 +117,7 @@ async def _attempt(
         raise RelayTransportError(f"connecting to {socket_path} timed out")
     with sock:
         payload = await _exchange(sock, frame, max_bytes, io_timeout)
-    return _checked_ack(payload, message_id)
-
-
-def _checked_ack(payload: bytes, message_id: str) -> Ack:
-    ack = decode_ack(payload)
-    if ack.message_id not in (message_id, ""):
-        raise RelayTransportError(f"the ack is for message {ack.message_id!r}, not ours")
-    return ack
+    return checked_ack(payload, message_id)
 
 
 async def send(
@@ -171,65 +165,6 @@ async def _deliver(
     return ack
 
 
-def _ping_request(target_instance_id: str, sender_instance_id: str) -> Ping:
-    """Our pings keep the strict form (a receiver accepts any printable ids in a ping, but
-    an older zcoder needs instance ids and a message id)."""
-    message_id = f"{sender_instance_id}-ping-{secrets.token_hex(4)}"
-    for name, value, grammar in (
-        ("target_instance_id", target_instance_id, INSTANCE_ID_RE),
-        ("sender_instance_id", sender_instance_id, INSTANCE_ID_RE),
-        ("message_id", message_id, MESSAGE_ID_RE),
-    ):
-        if not grammar.fullmatch(value):
-            raise RelayTransportError(f"cannot ping: {name} {value[:120]!r} is malformed")
-    return Ping(1, "ping", message_id, target_instance_id, sender_instance_id)
-
-
-@attrs.define
-class PendingPing:
-    """A ping written, as far as the socket took it at once, on a connected socket."""
-
-    sock: socket.socket
-    request: Ping
-    unsent: bytes
-
-
-def start_ping(
-    sock: socket.socket,
-    *,
-    target_instance_id: str,
-    sender_instance_id: str,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-) -> PendingPing:
-    """Write a ping on a connected non-blocking socket without waiting. Written right after
-    the connect, the request is there before the peer accepts, so the peer reads it at once
-    and is woken only once. ``RelayTransportError`` (the socket closed) for a bad id or a
-    broken connection."""
-    try:
-        request = _ping_request(target_instance_id, sender_instance_id)
-    except BaseException:
-        sock.close()
-        raise
-    return _start(sock, request, max_bytes)
-
-
-def _start(sock: socket.socket, request: Ping, max_bytes: int) -> PendingPing:
-    try:
-        frame = encode_frame(encode_envelope(request), max_bytes=max_bytes)
-        try:
-            sent = sock.send(frame)
-        except BlockingIOError:
-            sent = 0
-    except OSError as exc:
-        sock.close()
-        target = request.target_instance_id
-        raise RelayTransportError(f"ping to {target} failed: {exc}") from None
-    except BaseException:
-        sock.close()
-        raise
-    return PendingPing(sock, request, frame[sent:])
-
-
 async def finish_ping(pending: PendingPing, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Ack:
     """Write the rest of the ping and read its ``pong``; the socket is closed on return.
     ``RelayTransportError`` for any other answer or none; the caller bounds the wait."""
@@ -240,10 +175,7 @@ async def finish_ping(pending: PendingPing, *, max_bytes: int = DEFAULT_MAX_BYTE
             payload = await _read_ack(pending.sock, max_bytes)
         except _Ambiguous as exc:
             raise RelayTransportError(f"ping to {target} failed: {exc}") from None
-    ack = _checked_ack(payload, pending.request.message_id)
-    if ack.status != "pong":
-        raise RelayTransportError(f"ping to {target} was answered {ack.status}")
-    return ack
+    return pong(pending, payload)
 
 
 async def ping(
@@ -255,6 +187,6 @@ async def ping(
 ) -> Ack:
     """Probe a peer; return its ``pong`` ack (with its ``state``), else raise
     ``RelayTransportError`` (unreachable, stalled, wrong instance, any other answer)."""
-    request = _ping_request(target_instance_id, sender_instance_id)  # bad ids: no connect
-    pending = _start(await _connect(socket_path), request, max_bytes)
+    request = ping_request(target_instance_id, sender_instance_id)  # bad ids: no connect
+    pending = start(await _connect(socket_path), request, max_bytes)
     return await finish_ping(pending, max_bytes=max_bytes)

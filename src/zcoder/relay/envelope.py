@@ -1,4 +1,6 @@
-"""The relay's flat JSON envelopes and their validation (cattrs lives only here).
+"""The relay's flat JSON envelopes and their validation (cattrs lives only here, imported
+when a request is first decoded or the listener is made: ``prepare_decoders``; an ack is
+read without it, so that ``zcoder agents`` does not load it).
 
 Payloads are compact JSON objects in strict UTF-8 (no BOM; no duplicate keys; no NaN or
 Infinity; nothing but JSON ``true``/``false`` counts as a boolean and a boolean never counts
@@ -66,14 +68,13 @@ one decoder that checks them in the spec's order; the wire tests read it against
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
-import cattrs
-from cattrs.v import format_exception
 
 from zcoder import strict_json
 from zcoder.errors import Rejected, RelayTransportError
@@ -96,6 +97,9 @@ from zcoder.relay.receipt_states import (
     STATE_WORD_CHARS,
 )
 
+if TYPE_CHECKING:
+    import cattrs
+
 __all__ = [
     "MAX_PEER_ID_CHARS",
     "MAX_PROJECT_CHARS",
@@ -116,6 +120,7 @@ __all__ = [
     "enqueue_from_json",
     "enqueue_to_json",
     "peer_id",
+    "prepare_decoders",
 ]
 
 STATES: tuple[str, ...] = ("ready", "busy", "paused")
@@ -341,6 +346,8 @@ def _exact(kind: type[_T], name: str) -> Any:
 
 
 def _converter(*, forbid_extra_keys: bool) -> cattrs.Converter:
+    import cattrs
+
     conv = cattrs.Converter(forbid_extra_keys=forbid_extra_keys)
     conv.register_structure_hook(int, _exact(int, "an integer"))
     conv.register_structure_hook(str, _exact(str, "a string"))
@@ -348,8 +355,18 @@ def _converter(*, forbid_extra_keys: bool) -> cattrs.Converter:
     return conv
 
 
-_strict = _converter(forbid_extra_keys=True)
-_lenient = _converter(forbid_extra_keys=False)
+@functools.cache
+def _converters() -> tuple[cattrs.Converter, cattrs.Converter]:
+    """The strict converter (no unknown keys) and the lenient one (a ping's), made once."""
+    return _converter(forbid_extra_keys=True), _converter(forbid_extra_keys=False)
+
+
+def prepare_decoders() -> None:
+    """Make the request decoders now (importing cattrs), so that the first request a
+    listener reads does not wait for them."""
+    _converters()
+
+
 _RequestClass = type[Enqueue] | type[Ping] | type[Receipt] | type[Cancel]
 _REQUESTS: dict[str, _RequestClass] = {
     "enqueue": Enqueue,
@@ -360,12 +377,17 @@ _REQUESTS: dict[str, _RequestClass] = {
 
 
 def _format(exc: BaseException, typ: type | None) -> str:
+    from cattrs.v import format_exception
+
     return str(exc) if isinstance(exc, _FieldError) else format_exception(exc, typ)
 
 
-def _structure(obj: dict[str, Any], cls: type[_T], conv: cattrs.Converter) -> _T:
+def _structure(obj: dict[str, Any], cls: type[_T], *, lenient: bool = False) -> _T:
+    import cattrs
+
+    strict, loose = _converters()
     try:
-        return conv.structure(obj, cls)
+        return (loose if lenient else strict).structure(obj, cls)
     except cattrs.BaseValidationError as exc:
         raise _FieldError(
             "; ".join(cattrs.transform_error(exc, format_exception=_format))
@@ -417,7 +439,7 @@ def _request_class(obj: dict[str, Any], mid: str, me: str) -> _RequestClass:
 
 def _decode(obj: dict[str, Any], cls: type[_T], mid: str, limits: Limits) -> _T:
     try:
-        request = _structure(obj, cls, _lenient if cls is Ping else _strict)
+        request = _structure(obj, cls, lenient=cls is Ping)
     except _FieldError as exc:
         raise Rejected("invalid", mid, str(exc)) from None
     if isinstance(request, Enqueue) and len(request.body) > limits.max_message_chars:
@@ -471,9 +493,13 @@ def decode_ack(payload: bytes) -> Ack:
     it is not an ack: not a JSON object, another protocol or type, an unknown status, a
     message id that is neither ``""`` nor a ``peer_id``."""
     try:
-        obj = _parse(payload, len(payload))
-        return _structure(_judged(obj), Ack, _strict)
-    except (Rejected, _FieldError) as exc:
+        fields = _judged(_parse(payload, len(payload)))
+        missing = [name for name in _ACK_CORE if name not in fields]
+        if missing:
+            raise _FieldError(f"{', '.join(missing)} missing")
+        # Every field left is one an Ack validator checks by its exact type: no converter.
+        return Ack(**fields)
+    except (Rejected, ValueError) as exc:  # _FieldError: the validators, __attrs_post_init__
         raise RelayTransportError(f"the peer answered with an invalid ack: {exc}") from None
 
 

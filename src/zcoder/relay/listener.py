@@ -67,6 +67,7 @@ from zcoder.relay.envelope import (
     Rejected,
     decode_request,
     encode_envelope,
+    prepare_decoders,
 )
 from zcoder.relay.protocol import FrameDecoder, encode_frame
 from zcoder.relay.wire import PeerCred, open_unix_listener, peer_credentials
@@ -128,6 +129,7 @@ class Listener:
         max_connections: int = 32,
         extension: Extension | None = None,
     ) -> None:
+        prepare_decoders()  # before the socket is bound: the first ping need not wait
         self._instance_id = instance_id
         self._extension = extension
         self._spool = spool

@@ -1,7 +1,10 @@
 """Discovery of the live peers in the shared relay directory, and the sender check.
 
-Every file in the directory is untrusted. Discovery (``discover``, which serves ``zcoder
-agents``, ``/list-agents`` and the ``list_agents`` tool alike) is read-only and bounded:
+Every file in the directory is untrusted. Discovery is read-only and bounded, and has two
+drivers that share every step here: ``discovery.discover`` waits for the pongs in Trio
+(``/list-agents``, the ``list_agents`` tool, sends), ``blocking.discover_blocking`` with
+plain blocking waits under the same deadline (``zcoder agents``, which so loads no Trio).
+This module imports no trio. The steps:
 
 1. look at no more than ``MAX_DIR_ENTRIES`` directory entries (one ``scandir``);
 2. keep the names ``a-<instance-id>.json`` (a valid id, not the caller's) whose
@@ -14,9 +17,10 @@ agents``, ``/list-agents`` and the ``list_agents`` tool alike) is read-only and 
    (a full backlog counts as accepting; that probe connects again, waiting);
 5. read and validate the manifest (``manifest.py``);
 6. write a ping on each valid one's connection at once (the peer finds it as soon as it
-   accepts: one wake-up), then wait for the answers concurrently, each under
-   ``io_timeout``. Only a ``pong`` for that exact instance id makes a peer;
-7. sort by project (case-insensitive), then pid, then instance id.
+   accepts: one wake-up; ``candidates`` ends here), then wait for the answers
+   concurrently, each under ``io_timeout`` (the driver). Only a ``pong`` for that exact
+   instance id makes a peer (``found``);
+7. sort by project (case-insensitive), then pid, then instance id (``sorted_peers``).
 
 So stale files of any number (up to the entry bound) cost a few system calls each and
 never hide live peers; the 128 files read and pinged are ones whose socket is listening.
@@ -39,11 +43,9 @@ from pathlib import Path
 from typing import Protocol
 
 import attrs
-import trio
 
 from zcoder.errors import RelayError
-from zcoder.relay import client, wire
-from zcoder.relay.limits import DEFAULT_MAX_BYTES
+from zcoder.relay.envelope import Ack
 from zcoder.relay.manifest import (
     MAX_MANIFEST_BYTES,
     Manifest,
@@ -51,6 +53,7 @@ from zcoder.relay.manifest import (
     publish_manifest,
     remove_manifest,
 )
+from zcoder.relay.ping import PendingPing, connect_nowait, start_ping
 from zcoder.relay.protocol import INSTANCE_ID_RE
 from zcoder.text.visible import escape_controls
 
@@ -58,13 +61,19 @@ __all__ = [
     "MAX_DIR_ENTRIES",
     "MAX_MANIFESTS",
     "MAX_MANIFEST_BYTES",
+    "Candidate",
     "Manifest",
     "Peer",
-    "discover",
+    "candidates",
+    "close_all",
+    "dropped",
+    "found",
+    "list_sender",
     "load_manifest",
     "publish_manifest",
     "remove_manifest",
     "sender_is_registered",
+    "sorted_peers",
 ]
 
 MAX_DIR_ENTRIES = 4096  # directory entries looked at per discovery
@@ -79,7 +88,7 @@ def _shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _dropped(name: str, why: str) -> None:
+def dropped(name: str, why: str) -> None:
     """One bounded debug line: which candidate (an untrusted name) and why it is dropped."""
     if _log.isEnabledFor(logging.DEBUG):
         who = _shorten(escape_controls(name), _MAX_NAME_CHARS)
@@ -182,9 +191,9 @@ def _listed_ids(directory: str, exclude: str | None) -> list[str]:
         if not (name.startswith("a-") and name.endswith(".json")) or name[2:-5] == exclude:
             continue
         if not INSTANCE_ID_RE.fullmatch(name[2:-5]):
-            _dropped(name, "the name holds no valid instance id")
+            dropped(name, "the name holds no valid instance id")
         elif f"{name[:-5]}.sock" not in names:
-            _dropped(name, "no socket of that name next to it")
+            dropped(name, "no socket of that name next to it")
         else:
             ids.append(name[2:-5])
     return ids
@@ -209,18 +218,16 @@ def _implausible(directory: str, instance_id: str, uid: int) -> str:
     return ""
 
 
-_Candidate = tuple[Manifest, "client.PendingPing | None"]
+Candidate = tuple[Manifest, PendingPing | None]
 
 
-def _candidates(
-    directory: str, exclude: str | None, sender: str, max_bytes: int
-) -> list[_Candidate]:
+def candidates(directory: str, exclude: str | None, sender: str, max_bytes: int) -> list[Candidate]:
     """Steps 1 to 6 up to the wait for the pongs: valid manifests with a listening socket,
     in name order, at most ``MAX_MANIFESTS`` connections made, each with its ping written
     (``None``: the backlog was full, the probe connects again). The caller owns the
     sockets."""
     uid = os.geteuid()
-    found: list[_Candidate] = []
+    found: list[Candidate] = []
     connected = 0
     try:
         listed = _listed_ids(directory, exclude)
@@ -236,12 +243,12 @@ def _candidates(
                 break
             why = _implausible(directory, instance_id, uid)
             if why:
-                _dropped(name, why)
+                dropped(name, why)
                 continue
             try:
-                sock = wire.connect_nowait(os.path.join(directory, f"a-{instance_id}.sock"))
+                sock = connect_nowait(os.path.join(directory, f"a-{instance_id}.sock"))
             except OSError as exc:  # a socket file left behind by a dead instance
-                _dropped(name, f"nobody listens on its socket (stale): {exc.strerror}")
+                dropped(name, f"nobody listens on its socket (stale): {exc.strerror}")
                 continue
             connected += 1
             try:
@@ -249,77 +256,40 @@ def _candidates(
             except RelayError as exc:
                 if sock is not None:
                     sock.close()
-                _dropped(name, str(exc))  # malformed, foreign or inconsistent: never trusted
+                dropped(name, str(exc))  # malformed, foreign or inconsistent: never trusted
                 continue
             if sock is None:
                 found.append((manifest, None))
                 continue
             try:
                 ids = {"target_instance_id": instance_id, "sender_instance_id": sender}
-                found.append((manifest, client.start_ping(sock, max_bytes=max_bytes, **ids)))
+                found.append((manifest, start_ping(sock, max_bytes=max_bytes, **ids)))
             except RelayError as exc:  # the peer hung up at once: not a peer
-                _dropped(name, str(exc))
+                dropped(name, str(exc))
     except BaseException:
-        _close_all(found)
+        close_all(found)
         raise
     return found
 
 
-def _close_all(candidates: list[_Candidate]) -> None:
+def close_all(candidates: list[Candidate]) -> None:
     for _, pending in candidates:
         if pending is not None:
             pending.sock.close()
 
 
-async def _probe(
-    candidate: _Candidate, sender: str, max_bytes: int, io_timeout: float, out: list[Peer]
-) -> None:
-    manifest, pending = candidate
-    name = f"a-{manifest.instance_id}.json"
-    with trio.move_on_after(io_timeout) as waiting:
-        try:
-            if pending is None:
-                ack = await client.ping(
-                    Path(manifest.socket),
-                    target_instance_id=manifest.instance_id,
-                    sender_instance_id=sender,
-                    max_bytes=max_bytes,
-                )
-            else:
-                ack = await client.finish_ping(pending, max_bytes=max_bytes)
-        except (RelayError, OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            _dropped(name, str(exc))  # a reused pid's other listener, garbage: not a peer
-            return
-        state = ack.state or manifest.state
-        out.append(Peer(manifest=manifest, state=state, model=ack.model_state or ""))
-    if waiting.cancelled_caught:
-        _dropped(name, f"no answer to the ping within {io_timeout:g} s")
+def list_sender(exclude_instance_id: str | None) -> str:
+    """Who pings: this instance, or ``<pid>-list`` for a process that is none."""
+    return exclude_instance_id or f"{os.getpid()}-list"
 
 
-async def discover(
-    relay_dir: Path,
-    *,
-    exclude_instance_id: str | None,
-    io_timeout: float,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-) -> list[Peer]:
-    """The live peers in ``relay_dir`` other than ``exclude_instance_id``, found by the
-    bounded steps of the module docstring and sorted by project (case-insensitive), then
-    pid, then instance id. A missing directory has no peers; an unreadable one is a
-    ``RelayError``. Read-only: stale files are skipped, never removed."""
-    # A bounded number of cheap system calls on a local (usually tmpfs) directory: inline.
-    sender = exclude_instance_id or f"{os.getpid()}-list"
-    candidates = _candidates(os.fspath(relay_dir), exclude_instance_id, sender, max_bytes)
-    peers: list[Peer] = []
-    started = 0
-    try:
-        async with trio.open_nursery() as nursery:
-            for candidate in candidates:
-                nursery.start_soon(_probe, candidate, sender, max_bytes, io_timeout, peers)
-                started += 1
-    finally:
-        _close_all(candidates[started:])  # each probe closes its own socket
-    peers.sort(
-        key=lambda p: (p.manifest.project.casefold(), p.manifest.pid, p.manifest.instance_id)
+def found(manifest: Manifest, ack: Ack) -> Peer:
+    """Step 6's peer: its manifest, and the state its pong reported."""
+    return Peer(manifest=manifest, state=ack.state or manifest.state, model=ack.model_state or "")
+
+
+def sorted_peers(peers: list[Peer]) -> list[Peer]:
+    """Step 7: by project (case-insensitive), then pid, then instance id."""
+    return sorted(
+        peers, key=lambda p: (p.manifest.project.casefold(), p.manifest.pid, p.manifest.instance_id)
     )
-    return peers

@@ -43,7 +43,7 @@ import attrs
 import trio
 
 from zcoder.errors import RelayError, RelayUnavailable
-from zcoder.relay import client, registry
+from zcoder.relay import client, discovery, registry
 from zcoder.relay.changes import Changes
 from zcoder.relay.endpoint import Endpoint
 from zcoder.relay.envelope import Cancel, Enqueue, Limits, Receipt
@@ -186,7 +186,7 @@ class RelayService:
         (``health.check_dir``); ``RelayUnavailable`` otherwise (the reason), ``RelayError``
         if the directory cannot be read."""
         relay_dir = self.health.check_dir()
-        return await registry.discover(
+        return await discovery.discover(
             relay_dir,
             exclude_instance_id=self._reservation.instance_id if self._reservation else None,
             io_timeout=self._settings.io_timeout,

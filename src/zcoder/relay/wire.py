@@ -23,7 +23,6 @@ for what would have to wait, under the caller's deadline).
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import os
 import socket
@@ -35,6 +34,7 @@ import attrs
 import trio
 
 from zcoder.errors import RelayUnavailable
+from zcoder.relay.ping import connect_nowait
 from zcoder.relay.protocol import FrameDecoder
 
 __all__ = [
@@ -50,27 +50,10 @@ __all__ = [
     "send_now",
 ]
 
-# A listener's full backlog refuses with EAGAIN instead of queueing the connect (Linux).
-_BACKLOG_FULL = (errno.EAGAIN, errno.EINPROGRESS)
 _BACKLOG_RETRY = 0.002
 _PEERCRED = struct.Struct("3i")
 _INT = struct.Struct("i")
 _FIONREAD: int | None = getattr(termios, "FIONREAD", None)
-
-
-def connect_nowait(path: str | Path) -> socket.socket | None:
-    """A connected non-blocking socket, or ``None`` when the listener's backlog is full.
-    ``OSError`` when nobody listens (``ECONNREFUSED``), the path is missing or too long."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.setblocking(False)
-        sock.connect(os.fspath(path))
-    except OSError as exc:
-        sock.close()
-        if exc.errno in _BACKLOG_FULL:
-            return None
-        raise
-    return sock
 
 
 async def connect(path: str | Path) -> socket.socket:

@@ -2,28 +2,27 @@
 
 Read-only: it needs no instance of its own, no model and no runtime directory, and it never
 creates the relay directory (a missing default one simply has no peers: no instance has
-started yet). It uses the same ``discover`` as ``/list-agents`` and the ``list_agents``
-tool, and the same table. Exit status 0, also when no instance is live; 1 when the relay
-directory or a relay setting is unusable, or when ``ZCODER_RELAY_DIR`` names a directory
-that does not exist (a typo there would otherwise read as "no instances"); the reason goes
-to stderr.
+started yet). It takes the same steps as the discovery of ``/list-agents`` and the
+``list_agents`` tool, with the same checks and deadline, and shows the same table, but waits
+for the pongs without an event loop (``relay/blocking.py``): it loads no Trio. Exit status
+0, also when no instance is live; 1 when the relay directory or a relay setting is unusable,
+or when ``ZCODER_RELAY_DIR`` names a directory that does not exist (a typo there would
+otherwise read as "no instances"); the reason goes to stderr.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
 from collections.abc import Callable, Mapping
 
-import trio
-
 from zcoder.config import relay_settings_from_env
 from zcoder.errors import ConfigError, RelayError
+from zcoder.relay.blocking import discover_blocking
 from zcoder.relay.listing import peer_record, peer_table
 from zcoder.relay.paths import ensure_relay_dir, select_relay_dir
-from zcoder.relay.registry import Peer, discover
+from zcoder.relay.registry import Peer
 from zcoder.text.visible import escape_controls
 
 __all__ = ["run_agents"]
@@ -35,14 +34,11 @@ def _find_peers(env: Mapping[str, str]) -> list[Peer]:
     relay_dir = ensure_relay_dir(select_relay_dir(settings, env), create=False)
     if settings.dir is not None and not os.path.lexists(relay_dir):
         raise RelayError(f"relay directory {str(relay_dir)!r} (ZCODER_RELAY_DIR) does not exist")
-    return trio.run(
-        functools.partial(
-            discover,
-            relay_dir,
-            exclude_instance_id=None,
-            io_timeout=settings.io_timeout,
-            max_bytes=settings.max_bytes,
-        )
+    return discover_blocking(
+        relay_dir,
+        exclude_instance_id=None,
+        io_timeout=settings.io_timeout,
+        max_bytes=settings.max_bytes,
     )
 
 

@@ -422,6 +422,34 @@ def test_finished_paragraphs_go_to_the_scrollback_while_streaming() -> None:
     assert plain(view.render_live(10)) == ""
 
 
+def test_an_error_prints_the_answer_it_cut_first_marked_cut_off() -> None:
+    printed: list[str] = []
+    view = TranscriptView(lambda f: printed.append(plain(f)))
+    view.apply(TextDelta("Once upon a time.\n\nIt went on"))
+    view.apply(Entry(TranscriptEvent("error", "the model server failed mid-reply")))
+    assert printed == [
+        "● Once upon a time.\n  \n",
+        "  It went on\n",
+        "  (cut off)\n",
+        "✗ the model server failed mid-reply\n",
+    ]
+    view.end_turn()
+    assert len(printed) == 4  # nothing printed twice
+
+
+def test_a_notice_that_comes_while_an_answer_streams_waits_for_its_end() -> None:
+    printed: list[str] = []
+    view = TranscriptView(lambda f: printed.append(plain(f)))
+    view.apply(TextDelta("First.\n\nSecond"))
+    notice = "Relayed message 1 was withdrawn by its sender before it ran."
+    view.apply(Entry(TranscriptEvent("system", notice)))
+    assert printed == ["● First.\n  \n"]  # not between the answer's paragraphs
+    view.apply(Entry(TranscriptEvent("assistant", "First.\n\nSecond")))
+    assert printed[1:] == ["  Second\n", f"· {notice}\n"]
+    view.apply(Entry(TranscriptEvent("system", "after the answer")))
+    assert printed[-1] == "· after the answer\n"
+
+
 def test_tool_cards_live_then_printed_once() -> None:
     printed: list[str] = []
     view = TranscriptView(lambda f: printed.append(plain(f)))

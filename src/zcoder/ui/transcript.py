@@ -50,6 +50,9 @@ class TranscriptView:
         self._printed_tools: set[tuple[str, str]] = set()
         self.queued: list[str] = []
         self._wrap = TailWrap()
+        # Notices that came while an answer streamed (a relay's withdrawal, a receipt):
+        # printed once the answer is, never between two of its paragraphs.
+        self._held: list[TranscriptEvent] = []
 
     def apply(self, event: LiveEvent) -> None:
         if isinstance(event, TextDelta):
@@ -74,6 +77,11 @@ class TranscriptView:
             key = (dict(event.meta).get("name", ""), dict(event.meta).get("target", ""))
             if key in self._printed_tools:
                 return  # its card was already printed from the live updates
+        if self.streamed.strip() and event.role in ("system", "relay"):
+            self._held.append(event)
+            return
+        if self.streamed.strip() and event.role == "error":
+            self._cut_off()  # the answer it cut comes first, marked, then why
         self._print(render_event(event, width=self._width()))
 
     def notice(self, text: str, role: str = "system") -> None:
@@ -89,6 +97,21 @@ class TranscriptView:
             self._tool(attrs.evolve(update, state="interrupted", result=ToolResult("")))
         self.streamed, self._committed = "", 0
         self._printed_tools.clear()
+        self._print_held()
+
+    def _cut_off(self) -> None:
+        """An error ended the answer being streamed: what streamed, then ``(cut off)``."""
+        rest = self.streamed[self._committed :]
+        if rest.strip():
+            self._print_assistant(rest)
+        self._print([("class:dim", "  (cut off)\n")])
+        self.streamed, self._committed = "", 0
+        self._print_held()
+
+    def _print_held(self) -> None:
+        held, self._held = self._held, []
+        for event in held:
+            self._print(render_event(event, width=self._width()))
 
     def _tool(self, update: ToolUpdate) -> None:
         self._fold_thinking()
@@ -131,6 +154,7 @@ class TranscriptView:
         else:
             self._print(render_event(event, width=self._width()))
         self.streamed, self._committed = "", 0
+        self._print_held()
 
     def render_live(self, max_lines: int) -> StyleAndTextTuples:
         """The moving part of the transcript, cut to its last ``max_lines`` screen lines."""

@@ -81,6 +81,10 @@ async def test_a_deleted_socket_heals_unseen_and_a_foreign_file_there_is_told_on
         sock = short_tmp / "agents" / f"a-{b.id}.sock"
         sock.unlink()  # a tmp cleaner
         await until(sock.exists)
+        # The socket is bound a moment before it listens: wait until a ping finds it there.
+        with trio.fail_after(10):
+            while b.id not in [p.manifest.instance_id for p in await a.backend.sends.discover()]:  # noqa: ASYNC110
+                await trio.sleep(0.01)
         assert await send(a, b, "still reachable") == "accepted"
         assert errors(b) == [] and b.backend.inbox.status() == ("on", 1)
         sock.unlink()

@@ -279,6 +279,17 @@ async def test_escape_and_n_deny_at_once_and_unoffered_choices_do_nothing() -> N
     assert answers == ["n", "n"]
 
 
+async def test_ctrl_d_during_a_question_says_to_answer_first() -> None:
+    line = ApprovalLine(lambda f: f(), lambda: None, FakeClock())
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(line.ask, ApprovalRequest("command", "ls", ("y", "n")))
+        await trio.testing.wait_all_tasks_blocked()
+        assert not line.press("c-d")  # neither an answer nor silence
+        shown = "".join(t for _, t, *_ in line.render()).replace("\u00a0", " ")
+        assert shown.endswith("(Esc = no)  · answer first: Ctrl-D quits after the question")
+        line.press("escape")
+
+
 async def test_question_text_is_shown_exactly_and_safely() -> None:
     line = ApprovalLine(lambda f: f(), lambda: None, FakeClock())
     request = ApprovalRequest("command", "echo hi\x1b[2J\nls", ("y", "n"), cwd="/w")

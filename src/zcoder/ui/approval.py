@@ -35,6 +35,7 @@ _CHOICE_TEXT: dict[str, str] = {
 # ``a`` where it grants nothing (a relayed turn): the spec's rule, said where it is pressed.
 _A_ONCE = "yes, this command only (a relayed request gets no grant)"
 _ANSWERS: dict[str, Answer] = {"y": "y", "a": "a", "n": "n"}
+QUIT_LATER = "c-d"  # Ctrl-D pressed while the question is open
 
 
 class ApprovalLine:
@@ -109,6 +110,10 @@ class ApprovalLine:
             return False
         if key == "escape":
             return self._resolve("n")
+        if key == "c-d":  # the keys are the question's: say so rather than do nothing
+            self.unoffered = QUIT_LATER
+            self._on_change()
+            return False
         answer = _ANSWERS.get(key.lower())
         if answer is None:
             return False
@@ -223,7 +228,9 @@ def _choices(
         out.append(("class:approval.keys", f"[{choice}]"))
         out.append(("", f" {said}   "))
     out.append(("class:approval.hint", "(Esc\u00a0=\u00a0no)"))  # kept on one row
-    if unoffered:
+    if unoffered == QUIT_LATER:
+        out.append(("class:approval.hint", "  · answer first: Ctrl-D quits after the question"))
+    elif unoffered:
         out.append(("class:approval.hint", f"  · [{unoffered}] is not offered here"))
     elif ignored:
         out.append(("class:approval.hint", "  · keys typed before the question are ignored"))

@@ -114,6 +114,10 @@ def build_key_bindings(
     def _(event: KeyPressEvent) -> None:
         actions.exit()
 
+    @kb.add("c-d", filter=approval_open)  # added last: it wins over the exit while asked
+    def _(event: KeyPressEvent) -> None:
+        actions.answer("c-d")
+
     return kb
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from tests.ui.conftest import (
     APPROVAL_QUESTION,
     Launch,
@@ -15,8 +17,10 @@ from tests.ui.conftest import (
     messages_of,
     submit,
     text_response,
+    wait_status,
 )
 from tests.ui.test_pty_relay import start_agent
+from zcoder.sandbox.probe import check_sandbox
 
 
 def test_an_unanswered_question_expires_the_sender_sees_waiting_and_the_queue_goes_on(
@@ -62,3 +66,37 @@ def test_an_unanswered_question_expires_the_sender_sees_waiting_and_the_queue_go
     submit(a.app, "/agents sent")
     a.app.wait_for(re.compile(rf"1\. \S+ → {re.escape(who)} · completed ·"))
     a.app.wait_for(re.compile(rf"2\. \S+ → {re.escape(who)} · completed ·"))
+
+
+def test_a_sandboxed_receiver_asked_to_run_outside_says_so_and_goes_on_in_the_sandbox(
+    launch: Launch, start_fake: StartFake, pty_dirs: PtyDirs
+) -> None:
+    """``[relay] commands = "sandbox"``: only the command asked to run OUTSIDE asks; its
+    sender hears that, and after the expiry the model runs its command in the sandbox."""
+    found = check_sandbox()
+    if not found.works:
+        pytest.skip(f"the sandbox cannot work here: {found.line()}")
+    a = start_agent(launch, start_fake, pty_dirs, "alpha")
+    outside = {"command": "curl -s http://127.0.0.1:9/", "outside_sandbox": "needs the net"}
+    b = start_agent(
+        launch,
+        start_fake,
+        pty_dirs,
+        "beta",
+        {"chunks": [{"tool_calls": [{"name": "run_command", "arguments": outside}]}]},
+        command_response("echo inside > in.txt"),
+        text_response("Wrote in.txt in the sandbox."),
+        env={"ZCODER_RELAY_QUESTION_TIMEOUT": "2", "ZCODER_RELAY_COMMANDS": "sandbox"},
+    )
+    wait_status(b.app, "relayed commands sandboxed")
+    who = f"beta (pid {b.app.app_pid})"
+    submit(a.app, "/send @beta fetch it")
+    b.app.wait_for("OUTSIDE the sandbox", where="screen")
+    b.app.wait_for("The question expired: nobody answered in 2 s, so the command did not run.")
+    waits = f'⇄ {who} waits on your message #1 "fetch it": asks its user to approve running '
+    a.app.wait_for(re.compile(re.escape(waits) + r"OUTSIDE the sandbox: curl -s\s+http://"))
+    a.app.wait_for(f'⇄ {who} completed your message #1 "fetch it"', timeout=15)
+    a.app.wait_for("Changed: in.txt")
+    assert (b.workspace / "in.txt").read_text() == "inside\n"
+    results = [m for r in b.fake.chat_requests() for m in messages_of(r, "tool")]
+    assert any("Without outside_sandbox it runs in the sandbox, unasked." in m for m in results)

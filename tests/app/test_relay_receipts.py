@@ -207,8 +207,15 @@ async def test_a_farewell_after_the_receipts_were_cancelled_promises_nothing(
         assert b.backend.relay.receipts.stats.queued == 0
         assert state_of(a, only_id(a)) == "accepted"
     unrun = [Unrun("m1", "alpha (pid 7)", "later")]
-    assert "(their senders were not told):" in _dropped_lines(unrun, told=False)
-    assert "(zcoder senders get a dropped receipt):" in _dropped_lines(unrun, told=True)
+    assert "(their senders were not told):" in _dropped_lines(unrun, told=False, width=200)
+    assert "(zcoder senders get a dropped receipt):" in _dropped_lines(unrun, told=True, width=200)
+    # At 80 columns it wraps at a word, never in one ("droppe / d"), and the items start
+    # at the left edge.
+    assert _dropped_lines(unrun, told=True, width=80) == (
+        "Dropped 1 accepted relayed message that had not run (zcoder senders get a\n"
+        "  dropped receipt):\n"
+        "- from alpha (pid 7): later\n"
+    )
 
 
 async def test_cancel_withdraws_a_queued_message_and_is_too_late_for_a_running_one(

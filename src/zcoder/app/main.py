@@ -16,8 +16,10 @@ import asyncio
 import importlib
 import logging
 import math
+import shutil
 import signal
 import sys
+import textwrap
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -119,7 +121,7 @@ def _report(state: _Exit) -> int:
     return 128 + int(signum) if signum is not None else 0
 
 
-def _dropped_lines(dropped: list[Unrun], *, told: bool) -> str:
+def _dropped_lines(dropped: list[Unrun], *, told: bool, width: int = 0) -> str:
     """The exit's last lines: the relayed message it stopped and those it dropped, and
     whether the senders were told (they are not when the exit cancelled the receipts with
     everything else)."""
@@ -127,11 +129,15 @@ def _dropped_lines(dropped: list[Unrun], *, told: bool) -> str:
         return ""
     receipt = "a cancelled or dropped" if any(u.running for u in dropped) else "a dropped"
     why = f"zcoder senders get {receipt} receipt" if told else "their senders were not told"
-    lines = [f"{_stopped_and_dropped(dropped).capitalize()} ({why}):"]
+    width = width or shutil.get_terminal_size((80, 24)).columns
+    # Wrapped here: after the app, the terminal would cut words at its edge.
+    head = f"{_stopped_and_dropped(dropped).capitalize()} ({why}):"
+    lines = textwrap.wrap(head, width, subsequent_indent="  ", break_long_words=False)
     for u in dropped:
         task = shorten(one_line(u.task), 60)
         how = "running, " if u.running else ""
-        lines.append(f"  {how}from {visible_text(one_line(u.sender))}: {visible_text(task)}")
+        item = f"- {how}from {visible_text(one_line(u.sender))}: {visible_text(task)}"
+        lines += textwrap.wrap(item, width, subsequent_indent="  ", break_long_words=False)
     return "\n".join(lines) + "\n"
 
 

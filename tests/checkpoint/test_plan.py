@@ -78,3 +78,10 @@ def test_a_path_no_turn_touched_is_never_looked_at() -> None:
     turn = view(1, {"a"}, {"a": A}, {"a": B})
     plan = plan_undo([turn], {"a": B, "made-by-user": C})
     assert set(plan.restore) == {"a"}
+
+
+def test_a_path_over_the_size_cap_now_is_kept_whatever_it_was() -> None:
+    turn = view(1, {"data.csv", "a"}, {"data.csv": A, "a": A}, {"a": B})
+    plan = plan_undo([turn], {"a": B}, {"data.csv"}, "it is large now")
+    assert plan.restore == {"a": A}
+    assert plan.kept == (Kept("data.csv", 1, A, "it is large now"),)

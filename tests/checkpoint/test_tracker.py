@@ -202,6 +202,26 @@ async def test_a_file_over_the_size_cap_is_not_recorded_and_the_undo_says_so(
     )
 
 
+async def test_a_file_the_user_made_large_after_the_turn_is_kept(
+    workspace: Path, tmp_path: Path
+) -> None:
+    (workspace / "data.csv").write_text("a,b\n")
+    cps = checkpoints(tmp_path, workspace, max_bytes=1000)
+    record = await turn(cps, workspace, "rm data.csv")
+    assert record is not None and [(c.status, c.path) for c in record.changes] == [
+        ("D", "data.csv")
+    ]
+    (workspace / "data.csv").write_bytes(b"1,2\n" * 1250)  # regenerated: 5,000 bytes
+    report = await cps.undo(SID, None)
+    assert (workspace / "data.csv").read_bytes() == b"1,2\n" * 1250
+    assert report.restored == () and report.removed == ()
+    lines = report_lines(report)
+    assert lines[1].startswith(
+        "Kept data.csv as it is: it is larger than 1000 bytes now, so no snapshot holds it; "
+        "to restore it anyway: git --git-dir="
+    )
+
+
 async def test_an_ignored_file_a_file_tool_wrote_is_named(workspace: Path, tmp_path: Path) -> None:
     cps = checkpoints(tmp_path, workspace)
     t = cps.turn(SID, "user", "", "write a log")

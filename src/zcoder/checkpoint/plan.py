@@ -11,13 +11,14 @@ one left it, and now it is as the last one left it. Otherwise someone else chang
 user, another session, a command running on its own) and it is *kept* as it is: the undo
 names it and never overwrites it. A path no undone turn touched is never looked at, so a
 file that appeared meanwhile (OpenCode's ``/undo`` deleted such a file, its issue #46783)
-stays.
+stays. A path that is larger than the size cap now is not in ``current`` (no snapshot
+holds it): it is kept too, whatever it was (absent from ``current`` is not "deleted").
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import attrs
 
@@ -51,11 +52,13 @@ class TurnView:
 class Kept:
     """A path an undone turn touched that changed since outside the undone turns: left as
     it is; ``turn`` is the first undone turn that touched it, ``entry`` what restoring it
-    anyway would put back (``None``: remove it)."""
+    anyway would put back (``None``: remove it); ``why`` when it is not a change made
+    outside the turns (``""``) but something the undo cannot compare."""
 
     path: str
     turn: int
     entry: Entry | None
+    why: str = ""
 
 
 @attrs.frozen
@@ -85,16 +88,21 @@ def pick_turns(standing: Sequence[int], first: int | None, kept: int) -> list[in
     return [n for n in standing if n >= first]
 
 
-def plan_undo(turns: Sequence[TurnView], current: State) -> UndoPlan:
+def plan_undo(
+    turns: Sequence[TurnView], current: State, large: Collection[str] = (), why_large: str = ""
+) -> UndoPlan:
     """The plan for undoing ``turns`` (in order, oldest first) from the workspace as it is
-    now (``current``)."""
+    now (``current``; ``large``: the paths left out of it for their size, kept with
+    ``why_large``)."""
     restore: dict[str, Entry | None] = {}
     kept: list[Kept] = []
     unchanged: list[str] = []
     for path in _touched_in_order(turns):
         first = next(i for i, t in enumerate(turns) if path in t.touched)
         target = turns[first].before.get(path)
-        if not _untouched_since(path, turns[first:], current):
+        if path in large:
+            kept.append(Kept(path, turns[first].number, target, why_large))
+        elif not _untouched_since(path, turns[first:], current):
             kept.append(Kept(path, turns[first].number, target))
         elif current.get(path) == target:
             unchanged.append(path)

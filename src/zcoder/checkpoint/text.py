@@ -96,10 +96,8 @@ def report_lines(report: UndoReport) -> list[str]:
     what = "; ".join(done) if done else "no file needed restoring"
     lines = [f"Took back {_turns_phrase(report.turns)}: {what}."]
     for kept, command in report.kept:
-        lines.append(
-            f"Kept {kept.path} as it is: it changed since turn {kept.turn} outside zcoder; "
-            f"to restore it anyway: {command}"
-        )
+        why = kept.why or f"it changed since turn {kept.turn} outside zcoder"
+        lines.append(f"Kept {kept.path} as it is: {why}; to restore it anyway: {command}")
     for change in report.unrecorded:
         lines.append(f"Could not restore {change.path}: it was not recorded ({change.why}).")
     for path, why in report.failed:

@@ -112,7 +112,8 @@ class Checkpoints:
             )
             for t in turns
         ]
-        plan = plan_undo(views, await shadow.entries(now.tree, paths))
+        over = f"it is larger than {self.settings.max_bytes} bytes now, so no snapshot holds it"
+        plan = plan_undo(views, await shadow.entries(now.tree, paths), now.large, over)
         first_tree = {p: next(t.before for t in turns if p in t.touched) for p in paths}
         restored, removed, failed = await self._restore(shadow, plan.restore, first_tree)
         at = time.time()

@@ -140,3 +140,18 @@ def test_a_bwrap_that_cannot_make_namespaces_is_named_once_with_its_own_words(
     assert found.reason == (
         "user namespaces are not available here (bwrap: setting up uid map: Permission denied)"
     )
+
+
+def test_sandbox_network_alone_is_refused_as_it_would_sandbox_nothing(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        settle(tmp_path, RawOptions(sandbox_network=True), {})
+    assert str(info.value) == (
+        "--sandbox-network: no command runs in the sandbox: add --sandbox (or [relay] "
+        'commands = "sandbox")'
+    )
+    # Beside a sandbox of relayed commands it has a meaning; the variable (a shell's
+    # profile) or the file's key may be set for every run, sandboxed or not.
+    file = '[relay]\ncommands = "sandbox"\n'
+    assert settle(tmp_path, RawOptions(sandbox_network=True), {}, file).sandbox_network
+    (tmp_path / "zh" / "config.toml").unlink()
+    assert settle(tmp_path, RawOptions(), {"ZCODER_SANDBOX_NETWORK": "on"}).sandbox_network

@@ -3,9 +3,10 @@ surprise.
 
 ``--sandbox`` or ``ZCODER_COMMAND_POLICY=sandbox`` (and ``ZCODER_RELAY_COMMANDS=sandbox``)
 are refused with one line naming the reason and the fix (``ConfigError``: exit status 2,
-nothing runs). The config file is read by every run, also on machines without bubblewrap:
-a ``command_policy = "sandbox"`` or ``[relay] commands = "sandbox"`` there makes commands
-ask instead, and ``Config.sandbox_note`` says so at start-up.
+nothing runs); so is ``--sandbox-network`` where no command is sandboxed (the user
+meant the sandbox). The config file is read by every run, also on machines without
+bubblewrap: a ``command_policy = "sandbox"`` or ``[relay] commands = "sandbox"`` there makes
+commands ask instead, and ``Config.sandbox_note`` says so at start-up.
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ def settle_sandbox(
     """``config`` as it can run here (see the module's docstring); ``check`` says whether
     the sandbox works (default: ``check_sandbox``, run only when the sandbox is asked for)."""
     if not wants_sandbox(config):
+        if layers.opts.sandbox_network:
+            # Alone it would confine nothing: the user meant the sandbox, with network.
+            raise ConfigError(
+                "--sandbox-network",
+                'no command runs in the sandbox: add --sandbox (or [relay] commands = "sandbox")',
+            )
         return config
     found = (check or check_sandbox)()
     if found.works:

@@ -70,3 +70,17 @@ def test_a_session_opened_in_its_own_workspace_says_so(tmp_path: Path) -> None:
     config = attrs.evolve(config, resume="1796_01", resume_note=note)
     got = lines(tmp_path, ServerChoice(config, "model server: ..."))
     assert note in got
+
+
+def test_the_header_breaks_between_its_parts_never_inside_one() -> None:
+    from zcoder.app.main import header_rows
+
+    line = (
+        "workspace /home/me/projects/weekly-digest-service · profile coding · session 17_41 (new)"
+    )
+    assert header_rows(line, 80) == [
+        "workspace /home/me/projects/weekly-digest-service · profile coding",
+        "session 17_41 (new)",
+    ]
+    assert header_rows(line, 200) == [line]
+    assert header_rows("a · " + "x" * 90, 80) == ["a", "x" * 90]  # word-wrapped when drawn

@@ -273,9 +273,10 @@ def test_status_bar_shows_state_elapsed_queue_and_relay() -> None:
     # In a narrow terminal the title is cut first, so the queue and relay stay visible.
     status.title = "a rather long session title about renaming things"
     narrow = plain(render_status(status, 90))
-    assert narrow == (
-        " running a tool 12s  m:1 │ coding │ “a rather long se…” │ 2 queued │ relay on (3 waiting) "
+    assert narrow.rstrip() == (  # cut after a word, never inside one ("se…")
+        " running a tool 12s  m:1 │ coding │ “a rather long…” │ 2 queued │ relay on (3 waiting)"
     )
+    assert len(narrow) == 90
     status.set_state("streaming")  # the next step of the same turn: the clock keeps running
     now[0] += 3
     assert plain(render_status(status, 200)).startswith(" answering 15s ")
@@ -302,7 +303,7 @@ def test_a_narrow_status_bar_keeps_the_relay_and_shortens_the_model_first() -> N
     # A long title gives way after the model, and keeps its quotes.
     status.relayed_from, status.title = "", "rename the users table and every query that reads it"
     assert plain(render_status(status, 70)).rstrip() == (
-        " thinking  qwen3-c… │ coding │ “rename the u…” │ relay on (1 waiting)"
+        " thinking  qwen3-c… │ coding │ “rename the…” │ relay on (1 waiting)"
     )
     # Then the title, the model, the context fill and the profile are left out.
     status.queued_prompts, status.context, status.commands_granted = 2, 42, True

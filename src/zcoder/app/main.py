@@ -407,6 +407,19 @@ async def _run_ui(
         root.cancel()
 
 
+def header_rows(line: str, width: int) -> list[str]:
+    """The header's ``a · b · c`` parts packed into rows of ``width``: a row breaks only
+    between two parts (``session 1796_42`` never splits from its id), and a part too long
+    for a row of its own is word-wrapped there."""
+    rows: list[str] = []
+    for part in line.split(" · "):
+        if rows and len(rows[-1]) + 3 + len(part) <= width:
+            rows[-1] += " · " + part
+        else:
+            rows.append(part)
+    return rows
+
+
 def _welcome(
     config: Config, backend: AgentBackend, terminal: Terminal, choice: ServerChoice | None = None
 ) -> None:
@@ -434,8 +447,9 @@ def _welcome(
     if config.sandbox_note:  # the config file asked for the sandbox: commands ask instead
         lines.append(config.sandbox_note)
     width = terminal.width()
-    for line in lines:  # word-wrapped: a long workspace path must not split a word
-        terminal.print_above(wrap_fragments(visible(line, "class:system"), width))
+    for line in lines:  # a long workspace path must split neither a word nor a phrase
+        for row in header_rows(line, width):
+            terminal.print_above(wrap_fragments(visible(row, "class:system"), width))
     if len(resumed) > _REPLAY:  # say where the replay starts, as /sessions N does
         hidden = len(resumed) - _REPLAY
         entries = "entry" if hidden == 1 else "entries"

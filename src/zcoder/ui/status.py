@@ -124,6 +124,19 @@ def _cut(text: str, cells: int) -> str:
     return text[: fit(text, cells - 1)] + "…" if cells > 1 else text[: fit(text, cells)]
 
 
+def _cut_words(text: str, cells: int) -> str:
+    """``_cut`` at the last word boundary that fits (``“Write a very…”``, never
+    ``“Write a ve…”``); mid-word only when not even the first word fits."""
+    cut = _cut(text, cells)
+    if cut == text or not cut.endswith("…"):
+        return cut
+    kept = cut[:-1]
+    if text[len(kept)] == " ":  # the cut fell between two words
+        return kept.rstrip() + "…"
+    head = kept.rsplit(" ", 1)[0].rstrip() if " " in kept else ""
+    return head + "…" if head else cut
+
+
 @attrs.define
 class _Part:
     text: str
@@ -181,7 +194,8 @@ def _fit(status: Status, room: int, beside: bool = True) -> list[_Part]:
     for name in ("model", "title"):
         excess, part = over(), parts.get(name)
         if excess > 0 and part is not None:
-            part.text = _cut(part.text, max(_cells(part.text) - excess, part.least))
+            cut = _cut_words if part.quoted else _cut  # a title is words; a model, a name
+            part.text = cut(part.text, max(_cells(part.text) - excess, part.least))
     for name in ("title", "model", "ctx", "profile"):
         if over() > 0:
             parts.pop(name, None)

@@ -284,3 +284,32 @@ async def test_a_message_id_names_a_waiting_message(short_tmp: Path) -> None:
         with pytest.raises(ZcoderError, match="relayed message 3 no longer waits"):
             b.backend.runner.relay_control(f"deny {third}")
         nursery.cancel_scope.cancel()
+
+
+async def test_a_claim_that_found_nothing_is_not_retried_until_the_relay_changes(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim's own syncs leave the machine's "found nothing" alone, so the worker does
+    not claim again and again without a pause; a relay change (a new message) lets it try
+    again."""
+    async with trio.open_nursery() as nursery:
+        a = await start(nursery, short_tmp, "alpha")
+        b = await start(nursery, short_tmp, "beta")
+        assert await send(a, b, "first task") == "accepted"
+        await settle()
+        spool = b.backend.relay.service.spool
+        assert spool is not None
+        # A claim that finds nothing and leaves no news of why (the spool's own bug).
+        monkeypatch.setattr(spool, "claim", lambda skip=(): None)
+        assert b.backend.runner.relay_runnable()
+        assert await b.backend.runner.run_relay_turn() is False
+        assert not b.backend.runner.relay_runnable()
+        b.backend.runner.relay_control("inbox")  # a query syncs too
+        assert not b.backend.runner.relay_runnable()
+        monkeypatch.undo()
+        assert await send(a, b, "second task") == "accepted"
+        await settle()
+        assert b.backend.runner.relay_runnable()
+        assert await b.backend.runner.run_relay_turn() is True
+        assert "first task" in last_user_message(b.client)
+        nursery.cancel_scope.cancel()

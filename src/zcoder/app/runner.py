@@ -187,7 +187,7 @@ class TurnRunner:
         messages (held ones are told), the relay's problem lines, the receipts that
         arrived for what this instance sent."""
         self._on_tools(self._tools if self._relay.available else [])
-        self._say(self._inbox.sync())
+        self._say(self._inbox.relay_changed())
         self.show_entries()
 
     def show_entries(self) -> None:

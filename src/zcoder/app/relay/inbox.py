@@ -54,11 +54,17 @@ class RelayInbox:
 
     # -- the worker's sync ----------------------------------------------------------------
 
+    def relay_changed(self) -> list[Say]:
+        """The relay changed (the worker's sync after ``RelayLink.wait_for_change``): a
+        claim that found nothing may be tried again; then ``sync``. Only here: a claim
+        syncs first, and that must not undo what the last claim found."""
+        self.inbound.changed()
+        return self.sync()
+
     def sync(self) -> list[Say]:
         """Feed the machine what happened since the last look and carry out what that
         causes; the lines to show: the relay's problems, then the notices."""
         inbound, effects = self.inbound, self._answers()
-        inbound.changed()
         refused: list[Say] = []
         for news in self._link.take_news():
             if isinstance(news, Refused):

@@ -33,9 +33,11 @@ from typing import IO
 
 import httpx
 
-__all__ = ["LlamaServer", "missing_reason", "model_path"]
+__all__ = ["STARTED_URL", "LlamaServer", "missing_reason", "model_path"]
 
 TEMPLATE = Path(__file__).with_name("chatml_tools.jinja")
+# zcoder's start-up line for the server it starts for --gguf FILE; group 1 is the port.
+STARTED_URL = re.compile(r"model server: llama\.cpp at http://127\.0\.0\.1:(\d+)/v1 \(started for ")
 _READY = re.compile(r"zcoder-llama-ready (http://\S+)")
 _ROOT = Path(__file__).resolve().parents[2]
 

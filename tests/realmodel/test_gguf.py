@@ -8,8 +8,6 @@ found in ``/proc`` by its command line and no other test's server is mistaken fo
 
 from __future__ import annotations
 
-import os
-import re
 import signal
 import socket
 import subprocess
@@ -19,23 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.realmodel.llama_server import missing_reason, model_path
+from tests.realmodel.llama_server import STARTED_URL
 
 pytestmark = [pytest.mark.realmodel, pytest.mark.timeout(240)]
-
-_URL = re.compile(r"model server: llama\.cpp at http://127\.0\.0\.1:(\d+)/v1 \(started for ")
-
-
-@pytest.fixture
-def gguf(tmp_path: Path) -> Path:
-    reason = missing_reason()
-    if reason is not None:
-        pytest.skip(f"no real model: {reason}")
-    found = model_path()
-    assert found is not None
-    link = tmp_path / f"demo-{os.getpid()}-{tmp_path.name}.gguf"
-    link.symlink_to(found)
-    return link
 
 
 def _argv(gguf: Path, workspace: Path, prompt: str, cap: int) -> list[str]:
@@ -100,7 +84,7 @@ def test_one_shot_answer_and_the_server_is_gone_after(gguf: Path, tmp_path: Path
     # Answered, or cut at the 24-token cap (said on stderr, exit 1): the model answered.
     assert done.returncode == 0 or "The reply was cut off" in done.stderr, done.stderr
     assert done.stdout.strip(), done.stderr
-    match = _URL.search(done.stderr)
+    match = STARTED_URL.search(done.stderr)
     assert match, done.stderr
     print(f"run took {took:.1f}s; {done.stderr.splitlines()[0]}")
     assert not _children(gguf)
@@ -124,7 +108,7 @@ def test_sigterm_during_a_turn_stops_the_server(gguf: Path, tmp_path: Path) -> N
         if proc.stdout is not None:
             proc.stdout.close()
     stderr = (tmp_path / "stderr").read_text()
-    match = _URL.search(stderr)
+    match = STARTED_URL.search(stderr)
     assert match, stderr
     assert not _children(gguf)
     assert not _listening(int(match.group(1)))

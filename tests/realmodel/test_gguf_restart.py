@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.agent.doubles import make_config
-from tests.realmodel.llama_server import missing_reason, model_path
+from tests.realmodel.llama_server import STARTED_URL
 from tests.realmodel.test_gguf import _children, _listening
 from zcoder.agent.connect import make_client
 from zcoder.agent.model import ChatRequest, ModelClient
@@ -30,20 +30,6 @@ from zcoder.localserver import local_server
 from zcoder.prepare import with_gguf
 
 pytestmark = [pytest.mark.realmodel, pytest.mark.timeout(240)]
-
-_URL = re.compile(r"model server: llama\.cpp at http://127\.0\.0\.1:(\d+)/v1 \(started for ")
-
-
-@pytest.fixture
-def gguf(tmp_path: Path) -> Path:
-    reason = missing_reason()
-    if reason is not None:
-        pytest.skip(f"no real model: {reason}")
-    found = model_path()
-    assert found is not None
-    link = tmp_path / f"restart-{os.getpid()}-{tmp_path.name}.gguf"
-    link.symlink_to(found)
-    return link
 
 
 async def _answer(client: ModelClient, model: str) -> str:
@@ -113,7 +99,7 @@ def test_resume_without_gguf_starts_the_sessions_file_again(gguf: Path, tmp_path
     sid = match.group(1)
     again = _oneshot(["--resume", sid, *limits, "-p", "Say hi again."], tmp_path)
     assert again.returncode in (0, 1), again.stderr
-    assert _URL.search(again.stderr) and gguf.name in again.stderr, again.stderr
+    assert STARTED_URL.search(again.stderr) and gguf.name in again.stderr, again.stderr
     assert f"resume with: zcoder --resume {sid} --gguf {gguf})" in again.stderr
     assert not _children(gguf)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import socket
 import subprocess
 from pathlib import Path
@@ -124,31 +123,76 @@ def repo(ws: Path) -> Path:
     return ws
 
 
-async def test_git_hooks_and_config_are_read_only(repo: Path, ws: Path, run: Run) -> None:
+async def test_the_git_directory_is_read_only_whole(repo: Path, ws: Path, run: Run) -> None:
     hooks, config = ws / ".git" / "hooks", ws / ".git" / "config"
     before = config.read_text()
+    (ws / "f").write_text("x\n")
     result = await run(
         "echo evil > .git/hooks/pre-commit; echo '[core] hooksPath = x' >> .git/config;"
         " rm -rf .git/hooks; mv .git/config c; git config core.fsmonitor evil;"
-        " echo ok > f && git add f && git -c user.email=a@b -c user.name=n commit -qm m"
-        " && echo committed"
+        " git status --porcelain; git add f || echo cannot-add"
     )
-    assert result.text.rstrip().endswith("committed")  # the rest of .git is writable
+    assert "?? f\n" in result.text and "cannot-add" in result.text  # git reads, never writes
     assert not (hooks / "pre-commit").exists() and config.read_text() == before
     assert any(p.name.endswith(".sample") for p in hooks.iterdir())
 
 
-async def test_missing_control_files_cannot_be_created(repo: Path, ws: Path, run: Run) -> None:
-    shutil.rmtree(ws / ".git" / "hooks")
-    os.remove(ws / ".git" / "config")
-    result = await run(
-        "mkdir .git/hooks; echo evil > .git/hooks/post-checkout; echo '[x]' > .git/config;"
-        " echo evil > AGENTS.md; ls -A"
+async def test_git_cannot_be_pointed_at_a_repository_the_command_wrote(
+    tmp_path: Path, repo: Path, ws: Path, run: Run
+) -> None:
+    """The review's repro: a commondir naming a copy whose config runs a command in the
+    user's next git status on the host."""
+    pwned = tmp_path / "PWNED"
+    await run(
+        "mkdir evil && cp -r .git/objects .git/refs .git/HEAD evil/;"
+        f" printf '[core]\\n\\tfsmonitor = touch {pwned}\\n' > evil/config;"
+        " echo $PWD/evil > .git/commondir; mkdir -p .git/info;"
+        " echo $PWD/evil/objects > .git/objects/info/alternates"
     )
+    assert not (ws / ".git" / "commondir").exists()
+    assert not (ws / ".git" / "objects" / "info" / "alternates").exists()
+    await trio.run_process(["git", "-C", str(ws), "status"], capture_stdout=True, check=False)
+    assert not pwned.exists()
+
+
+async def test_a_protected_file_cannot_be_moved_away_with_its_folder(
+    repo: Path, ws: Path, run: Run
+) -> None:
+    (ws / "sub" / "deep").mkdir(parents=True)
+    (ws / "sub" / "deep" / "AGENTS.md").write_text("the user's\n")
+    result = await run(
+        "mv sub sub2; mv sub/deep sub/deep2; mkdir -p sub/deep && echo EVIL > sub/deep/AGENTS.md;"
+        " mv .git .gitold; echo end"
+    )
+    assert result.text.count("Device or resource busy") == 3, result.text
+    assert (ws / "sub" / "deep" / "AGENTS.md").read_text() == "the user's\n"
+    assert sorted(os.listdir(ws)) == [".git", "sub"]
+    assert sorted(os.listdir(ws / "sub")) == ["deep"]
+
+
+async def test_a_link_named_agents_md_is_removed_not_its_target(ws: Path, run: Run) -> None:
+    (ws / "notes.txt").write_text("mine\n")
+    (ws / "node_modules" / "pkg").mkdir(parents=True)
+    target = ws / "node_modules" / "pkg" / "AGENTS.md"
+    target.write_text("a dependency's own\n")
+    result = await run(
+        "mkdir x y && ln -s ../notes.txt x/AGENTS.md"
+        " && ln -s ../node_modules/pkg/AGENTS.md y/AGENTS.md; echo end"
+    )
+    assert result.text.endswith(
+        "[zcoder removed what the sandbox forbids: x/AGENTS.md, y/AGENTS.md]\n"
+    )
+    for made in (ws / "x" / "AGENTS.md", ws / "y" / "AGENTS.md"):
+        assert not made.is_symlink() and not made.exists()
+    assert (ws / "notes.txt").read_text() == "mine\n"
+    assert target.read_text() == "a dependency's own\n"
+
+
+async def test_missing_instructions_cannot_be_created(repo: Path, ws: Path, run: Run) -> None:
+    result = await run("echo evil > AGENTS.md; echo evil > AGENTS.md/x; ls -A")
     assert "Read-only file system" in result.text or "Permission denied" in result.text
-    # No trace of the masks on the host once the command is over.
+    # No trace of the mask on the host once the command is over.
     assert sorted(os.listdir(ws)) == [".git"]
-    assert not (ws / ".git" / "hooks").exists() and not (ws / ".git" / "config").exists()
 
 
 async def test_no_repository_can_be_made_at_the_root(ws: Path, run: Run) -> None:
@@ -160,12 +204,8 @@ async def test_no_repository_can_be_made_at_the_root(ws: Path, run: Run) -> None
 async def test_git_sees_no_stand_in_for_a_missing_agents_md(repo: Path, ws: Path, run: Run) -> None:
     """What stands in for the missing AGENTS.md is nothing git lists or refuses to add, so
     the model's ``git status``, ``git add -A`` and commit work as outside."""
-    result = await run(
-        "echo evil > AGENTS.md; echo new > made.txt; git status --porcelain; git add -A"
-        " && git -c user.email=a@b -c user.name=n commit -qm m && echo committed"
-        " && git ls-files"
-    )
-    assert result.text.endswith("?? made.txt\ncommitted\nmade.txt\n"), result.text
+    result = await run("echo evil > AGENTS.md; echo new > made.txt; git status --porcelain")
+    assert result.text.endswith("?? made.txt\n"), result.text
     assert sorted(os.listdir(ws)) == [".git", "made.txt"]
 
 

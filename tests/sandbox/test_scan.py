@@ -3,6 +3,7 @@ pure enough to need no bubblewrap."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -28,10 +29,8 @@ def test_a_repository_with_instructions_submodules_and_dependencies(tmp_path: Pa
     assert found.readonly == tuple(
         sorted(
             [
-                ws / ".git" / "config",
-                ws / ".git" / "hooks",
-                module / "config",
-                module / "hooks",
+                ws / ".git",  # whole, and the submodule's inside it too
+                module,
                 ws / "AGENTS.md",
                 ws / "lib" / "deep" / "AGENTS.md",
                 ws / "vendor" / "lib" / ".git",
@@ -39,6 +38,9 @@ def test_a_repository_with_instructions_submodules_and_dependencies(tmp_path: Pa
         )
     )
     assert found.masks == ()
+    # The folders that lead to them cannot be renamed; inside .git nothing can be anyway.
+    lib, vendor = ws / "lib", ws / "vendor"
+    assert found.pinned == (lib, vendor, lib / "deep", vendor / "lib")
 
 
 def test_what_does_not_exist_yet_is_masked(tmp_path: Path) -> None:
@@ -48,8 +50,6 @@ def test_what_does_not_exist_yet_is_masked(tmp_path: Path) -> None:
     )
     (ws / ".git").mkdir()
     assert scan_workspace(ws).masks == (
-        Mask(ws / ".git" / "config", "file"),
-        Mask(ws / ".git" / "hooks", "dir"),
         Mask(ws / "AGENTS.md", "dir"),  # git lists no empty directory
     )
 
@@ -65,6 +65,36 @@ def test_only_new_instruction_files_are_removed(tmp_path: Path) -> None:
     assert sorted(p.name for p in ws.rglob("*")) == ["AGENTS.md", "new", "other.md"]
 
 
+def test_a_new_link_named_agents_md_is_removed_and_never_what_it_points_to(
+    tmp_path: Path,
+) -> None:
+    ws = tmp_path.resolve()
+    (ws / "notes.txt").write_text("mine\n")
+    (ws / "node_modules" / "pkg").mkdir(parents=True)
+    (ws / "node_modules" / "pkg" / "AGENTS.md").write_text("a dependency's own\n")
+    before = scan_workspace(ws)
+    (ws / "x").mkdir()
+    (ws / "x" / "AGENTS.md").symlink_to("../notes.txt")
+    (ws / "y").mkdir()
+    (ws / "y" / "AGENTS.md").symlink_to("../node_modules/pkg/AGENTS.md")
+    removed = remove_created(before, scan_workspace(ws))
+    assert removed == [ws / "x" / "AGENTS.md", ws / "y" / "AGENTS.md"]
+    assert not os.path.lexists(ws / "x" / "AGENTS.md")
+    assert not os.path.lexists(ws / "y" / "AGENTS.md")
+    assert (ws / "notes.txt").read_text() == "mine\n"
+    assert (ws / "node_modules" / "pkg" / "AGENTS.md").read_text() == "a dependency's own\n"
+
+
+def test_a_known_instruction_file_that_moved_is_never_removed(tmp_path: Path) -> None:
+    ws = tmp_path.resolve()
+    (ws / "sub").mkdir()
+    (ws / "sub" / "AGENTS.md").write_text("the user's\n")
+    before = scan_workspace(ws)
+    (ws / "sub").rename(ws / "sub2")  # from outside the sandbox: inside it cannot be
+    assert remove_created(before, scan_workspace(ws)) == []
+    assert (ws / "sub2" / "AGENTS.md").read_text() == "the user's\n"
+
+
 def test_the_bwrap_line_mounts_in_order_and_shares_the_network_only_when_asked() -> None:
     ws = Path("/w")
     plan = Confinement(
@@ -74,13 +104,16 @@ def test_the_bwrap_line_mounts_in_order_and_shares_the_network_only_when_asked()
         hidden_dirs=(Path("/home/a/.ssh"),),
         hidden_files=(Path("/home/a/.netrc"),),
     )
-    protected = Protected((ws / ".git" / "hooks",), (Mask(ws / "AGENTS.md", "file"),))
+    protected = Protected(
+        (ws / ".git" / "hooks",), (Mask(ws / "AGENTS.md", "file"),), pinned=(ws / ".git",)
+    )
     argv = bwrap_argv(plan, protected, ws / "sub", ["bash", "-c", "make"])
     line = " ".join(argv)
     order = [
         "--ro-bind / /",
         "--tmpfs /tmp",
         "--bind /w /w",
+        "--bind /w/.git /w/.git",
         "--ro-bind /w/.git/hooks /w/.git/hooks",
         "--ro-bind /dev/null /w/AGENTS.md",
         "--tmpfs /home/a/.ssh --remount-ro /home/a/.ssh",

@@ -7,7 +7,9 @@ Mounts are applied in order, later over earlier:
    ``$XDG_RUNTIME_DIR`` and ``/run``, where this user's sockets live (other instances'
    relay sockets, the session bus, a docker socket): a socket on a read-only mount still
    accepts connections, so they must not be there at all;
-3. the workspace writable (``--bind``), over what step 2 hid when it lies there;
+3. the workspace writable (``--bind``), over what step 2 hid when it lies there, and each
+   directory that leads to a protected path bound onto itself, so that it cannot be
+   renamed (``Protected.pinned``);
 4. the workspace's instruction and control files read-only (``Protected.readonly``), and
    the ones that do not exist yet masked by an empty read-only file or directory, so that
    they cannot be created either (``Protected.masks``);
@@ -52,6 +54,10 @@ class Protected:
 
     readonly: tuple[Path, ...] = ()
     masks: tuple[Mask, ...] = ()
+    # Directories bound onto themselves so that they cannot be renamed (outermost first).
+    pinned: tuple[Path, ...] = ()
+    # Every AGENTS.md by its literal path, with its (device, inode) (``remove_created``).
+    instructions: tuple[tuple[Path, tuple[int, int]], ...] = ()
 
 
 @attrs.frozen
@@ -97,6 +103,7 @@ def bwrap_argv(
     out += _each("--tmpfs", plan.private, twice=False)
     out += _each("--ro-bind", plan.keep)
     out += ["--bind", str(plan.workspace), str(plan.workspace)]
+    out += _each("--bind", protected.pinned)
     out += _each("--ro-bind", protected.readonly)
     for mask in protected.masks:
         out += ["--ro-bind", "/dev/null", str(mask.path)] if mask.kind == "file" else []

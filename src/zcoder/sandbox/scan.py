@@ -1,19 +1,27 @@
 """The workspace's instruction and control files, found before each sandboxed command.
 
-Read-only inside the sandbox (docs/safety.rst): every ``AGENTS.md``, and of every git
-directory its ``hooks``, ``config`` and ``config.worktree`` (a submodule's git directory
-under ``.git/modules`` too, and a linked worktree's ``config.worktree``); a ``.git`` *file*
-(a worktree's or a submodule's pointer) is read-only itself, so that it cannot be pointed
-at a git directory the command wrote.
+Read-only inside the sandbox (docs/safety.rst): every ``AGENTS.md``, and every git
+directory whole (the workspace's ``.git``, a nested repository's, the one a ``.git`` file
+points to when it lies in the workspace), as Codex's sandbox does: any writable file there
+can make the user's own git run code (``hooks``, ``config``, but also ``commondir``,
+``info/``, ``objects/info/alternates``), so a sandboxed command cannot commit. A ``.git``
+*file* (a worktree's or a submodule's pointer) is read-only itself, so that it cannot be
+pointed at a git directory the command wrote.
+
+Every directory between the workspace and a protected path is bound onto itself
+(``Protected.pinned``, writable): a mount point cannot be renamed (``EBUSY``), so the
+command cannot move a protected path away with its parent and put its own in its place.
 
 What does not exist yet is masked, so that the command cannot create it: the workspace's
-own ``AGENTS.md`` (an empty read-only directory, which git does not list), its ``.git``
+own ``AGENTS.md`` (an empty read-only directory, which git does not list) and its ``.git``
 when it has none (an empty read-only directory: ``git init`` fails there, git still finds
-a repository above), and a git directory's missing ``hooks`` or ``config``. bwrap makes
-an empty file or directory on the host to mount on; ``masks.py`` removes it afterwards.
+a repository above). bwrap makes an empty file or directory on the host to mount on;
+``masks.py`` removes it afterwards.
 
 A new subdirectory cannot be prepared for, so an ``AGENTS.md`` the command creates in one
-is removed once it is over (``remove_created``), and the command's result says so.
+is removed once it is over (``remove_created``: by its literal path, a link and not what it
+points to, and only when no ``AGENTS.md`` seen before the command has its device and inode),
+and the command's result says so.
 
 The walk skips the contents of ``.git`` and of directories that hold tools' caches and
 dependencies (``_SKIPPED``), and stops after ``MAX_ENTRIES`` entries: a deeper file of a
@@ -23,6 +31,7 @@ huge tree is then not protected (docs/safety.rst says so).
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from zcoder.sandbox.plan import Mask, Protected
@@ -42,6 +51,7 @@ class _Found:
         self.workspace = workspace
         self.readonly: dict[Path, None] = {}
         self.masks: dict[Path, Mask] = {}
+        self.seen: dict[Path, tuple[int, int]] = {}
 
     def inside(self, path: Path) -> bool:
         return path == self.workspace or self.workspace in path.parents
@@ -57,31 +67,27 @@ class _Found:
             self.masks[target] = Mask(target, "dir" if kind == "dir" else "file")
 
     def git_dir(self, gitdir: Path) -> None:
-        self.protect(gitdir / "hooks", "dir")
-        self.protect(gitdir / "config")
-        if (gitdir / "config.worktree").exists():
-            self.protect(gitdir / "config.worktree")
-        for sub in ("modules", "worktrees"):
-            self._nested(gitdir / sub)
+        """All of it: its submodules' and worktrees' git directories are inside."""
+        self.protect(gitdir, "dir")
 
-    def _nested(self, root: Path) -> None:
-        """Submodules' git directories (nested ``modules/a/modules/b``) and worktrees'."""
+    def instruction(self, path: Path) -> None:
+        """An ``AGENTS.md`` read-only where it leads, and remembered as it is (``seen``)."""
+        self.protect(path)
         try:
-            entries = list(os.scandir(root))
+            st = os.lstat(path)
         except OSError:
             return
-        for entry in entries:
-            if not entry.is_dir(follow_symlinks=False):
-                continue
-            path = Path(entry.path)
-            if (path / "HEAD").exists():
-                if root.name == "worktrees":
-                    if (path / "config.worktree").exists():
-                        self.protect(path / "config.worktree")
-                else:
-                    self.git_dir(path)
-            elif root.name == "modules":  # a submodule named a/b: modules/a/b
-                self._nested(path)
+        self.seen[path] = (st.st_dev, st.st_ino)
+
+    def pinned(self) -> tuple[Path, ...]:
+        """The directories between the workspace and each protected path, outermost first."""
+        dirs: set[Path] = set()
+        for path in [*self.readonly, *self.masks]:
+            dirs.update(p for p in path.parents if self.workspace in p.parents)
+        # Inside a read-only directory nothing can be renamed anyway.
+        ro = list(self.readonly)
+        kept = (d for d in dirs if not any(d == r or r in d.parents for r in ro))
+        return tuple(sorted(kept, key=lambda p: (len(p.parts), p)))
 
     def dot_git(self, path: Path) -> None:
         if path.is_symlink() or path.is_file():
@@ -124,26 +130,31 @@ def scan_workspace(workspace: Path) -> Protected:
         seen += len(entries)
         for entry in entries:
             if entry.name == _INSTRUCTIONS:
-                found.protect(Path(entry.path))
+                found.instruction(Path(entry.path))
             elif entry.name == ".git":
                 found.dot_git(Path(entry.path))
             elif entry.name not in _SKIPPED and entry.is_dir(follow_symlinks=False):
                 stack.append(Path(entry.path))
     readonly = tuple(sorted(found.readonly))
-    return Protected(readonly, tuple(found.masks[p] for p in sorted(found.masks)))
+    masks = tuple(found.masks[p] for p in sorted(found.masks))
+    return Protected(readonly, masks, found.pinned(), tuple(sorted(found.seen.items())))
 
 
 def remove_created(before: Protected, after: Protected) -> list[Path]:
     """Remove the ``AGENTS.md`` files ``after`` found that ``before`` did not know (the
-    command made them, in a new directory); return them. Only files and links: a
-    directory of that name holds no instructions."""
-    known = {*before.readonly, *(m.path for m in before.masks)}
+    command made them, in a new directory); return them. By the literal path (a link is
+    removed, never what it points to), and only files and links: a directory of that name
+    holds no instructions. One whose device and inode ``before`` saw is the user's file,
+    wherever it now is, and stays."""
+    known = {path for path, _ in before.instructions} | {m.path for m in before.masks}
+    ids = {ident for _, ident in before.instructions}
     removed = []
-    for path in after.readonly:
-        if path.name != _INSTRUCTIONS or path in known:
+    for path, ident in after.instructions:
+        if path in known or ident in ids:
             continue
         try:
-            if not os.path.isdir(path) or os.path.islink(path):
+            st = os.lstat(path)
+            if (st.st_dev, st.st_ino) == ident and not stat.S_ISDIR(st.st_mode):
                 os.unlink(path)
                 removed.append(path)
         except OSError:

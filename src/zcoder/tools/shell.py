@@ -42,9 +42,9 @@ def sandbox_note(network: bool) -> str:
     """What the model is told of the sandbox, after the tool's description."""
     net = "the network is reachable" if network else "there is no network"
     return (
-        " Commands run in a sandbox: the workspace is writable except .git/hooks, "
-        f".git/config and AGENTS.md files; the rest of the filesystem is read-only; /tmp "
-        f"is private; {net}."
+        " Commands run in a sandbox: the workspace is writable except .git (git can read "
+        "the repository but not commit, stage or switch branches) and AGENTS.md files; "
+        f"the rest of the filesystem is read-only; /tmp is private; {net}."
     )
 
 

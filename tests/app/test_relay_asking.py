@@ -230,3 +230,14 @@ async def test_an_expired_question_to_run_outside_the_sandbox_leaves_the_sandbox
     assert refused.startswith("the local user did not answer in 300 seconds")
     assert "Without outside_sandbox it runs in the sandbox, unasked." in refused
     assert [c[1]["command"] for c in rig.toolbox.calls] == ["make test"]  # after the expiry
+
+
+async def test_a_relayed_command_denied_by_the_relay_setting_says_so_on_its_card(
+    tmp_path: Path,
+) -> None:
+    replies = [tools(call("run_command", command="make")), text("ok")]
+    rig = make_rig(tmp_path, replies, relay=RelaySettings(commands="deny"))
+    await rig.agent.run_turn(TurnRequest("relay", "build", SENDER))
+    (card,) = [e for e in rig.sink.events if isinstance(e, ToolUpdate) and e.state == "denied"]
+    assert card.result is not None and card.result.summary == "relayed commands denied"
+    assert rig.toolbox.calls == []

@@ -249,7 +249,10 @@ class Approvals:
             why = verdict.reason.removeprefix("blocked: ")
             return refusal(verdict.reason, "denied", f"blocked by the safety guard: {why}")
         if verdict.action == "deny":
-            return refusal(verdict.reason or denial_text(command), "denied", "commands denied")
+            # A receiver whose own commands ask says whose are denied.
+            relayed = self._origin == "relay" and config.relay.commands == "deny"
+            card = "relayed commands denied" if relayed else "commands denied"
+            return refusal(verdict.reason or denial_text(command), "denied", card)
         _, a_grants = apply_answer("a", origin=self._origin, profile=config.profile)
         outside = f"its reason: {_outside_asked(call)}" if verdict.outside else ""
         if config.sandbox_note and not outside:

@@ -222,6 +222,43 @@ async def test_a_file_the_user_made_large_after_the_turn_is_kept(
     )
 
 
+async def test_line_endings_come_back_byte_for_byte_under_text_auto(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[core]\n\tautocrlf = true\n\teol = crlf\n")
+    monkeypatch.setenv("HOME", str(home))
+    (workspace / ".gitattributes").write_text("* text=auto\n")
+    (workspace / "crlf.txt").write_bytes(b"one\r\ntwo\r\n")
+    (workspace / "lf.txt").write_bytes(b"one\n")
+    cps = checkpoints(tmp_path, workspace)
+    await turn(cps, workspace, "rm crlf.txt; echo two >> lf.txt")
+    (workspace / "lf.txt").write_bytes(b"one\r\ntwo\r\n")  # the user's: line endings only
+    report = await cps.undo(SID, None)
+    assert (workspace / "crlf.txt").read_bytes() == b"one\r\ntwo\r\n"
+    assert (workspace / "lf.txt").read_bytes() == b"one\r\ntwo\r\n"
+    assert [k.path for k, _ in report.kept] == ["lf.txt"]
+    shadow = cps.shadow(SID)
+    assert await shadow.git("config", "core.autocrlf") == b"false\n"
+    assert (shadow.git_dir / "info" / "attributes").read_text() == (
+        "* -text -eol -ident -filter -working-tree-encoding\n"
+    )
+
+
+async def test_a_shadow_made_before_its_attributes_hashes_every_file_again(
+    workspace: Path, tmp_path: Path
+) -> None:
+    (workspace / ".gitattributes").write_text("* text=auto\n")
+    (workspace / "crlf.txt").write_bytes(b"one\r\n")
+    cps = checkpoints(tmp_path, workspace)
+    await turn(cps, workspace, "echo n > n.txt")
+    (cps.shadow(SID).git_dir / "info" / "attributes").unlink()  # as an older zcoder left it
+    assert sorted(p.name for p in cps.root.glob("index*")) == ["index", f"index-{SID}"]
+    await checkpoints(tmp_path, workspace).shadow(SID).ensure()
+    assert list(cps.root.glob("index*")) == []
+
+
 async def test_an_ignored_file_a_file_tool_wrote_is_named(workspace: Path, tmp_path: Path) -> None:
     cps = checkpoints(tmp_path, workspace)
     t = cps.turn(SID, "user", "", "write a log")

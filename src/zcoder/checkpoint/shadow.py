@@ -12,7 +12,8 @@ so only the files changed since are hashed again.
 What is recorded follows the workspace's ignore rules: its ``.gitignore`` files, its
 repository's ``info/exclude`` and the user's global excludes file (copied into the shadow's
 own ``info/exclude`` and ``core.excludesFile``); files larger than the size cap and nested
-repositories are left out and reported.
+repositories are left out and reported. The workspace's ``.gitattributes`` is overruled
+(the shadow's ``info/attributes``): files are recorded byte for byte, line endings and all.
 
 Every file is "big" to git here (``core.bigFileThreshold = 1``): its content goes into one
 pack per snapshot instead of a loose object file each (on a busy disk, hashing 10,000 small
@@ -55,6 +56,10 @@ _CONFIG = """\
 [index]
 \tthreads = true
 """
+# Above the workspace's .gitattributes: the bytes are recorded and written back as they
+# are (no end-of-line conversion, no filter, no $Id$ expansion), so a CRLF file comes back
+# with its CRLFs and a change of line endings alone is a change.
+_ATTRIBUTES = "* -text -eol -ident -filter -working-tree-encoding\n"
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "zcoder",
     "GIT_AUTHOR_EMAIL": "zcoder@localhost",
@@ -178,6 +183,8 @@ class ShadowGit:
             excludes = await self._global_excludes()
             line = f"\texcludesFile = {_quoted(excludes)}\n" if excludes else ""
             _write_if_changed(self.git_dir / "config", _CONFIG.format(excludes=line))
+            if _write_if_changed(self.git_dir / "info" / "attributes", _ATTRIBUTES):
+                self._drop_indexes()  # their entries may hold converted content
             self._seed_index()
             self._ready = True
         _write_if_changed(self.git_dir / "info" / "exclude", self._exclude_text())
@@ -216,6 +223,13 @@ class ShadowGit:
         if inside is not None and inside.parts:
             lines.append("/" + _escaped(inside.as_posix()) + "/")
         return "\n".join(lines) + "\n"
+
+    def _drop_indexes(self) -> None:
+        """Forget every index (each file is hashed again at the next snapshot): git would
+        trust a file's cached id while its size and time stay the same."""
+        for index in self.root.glob("index*"):
+            with contextlib.suppress(OSError):
+                index.unlink()
 
     def _seed_index(self) -> None:
         """A session's first index is a copy of the last one written (a hard link: git
@@ -348,10 +362,12 @@ def _escaped(path: str) -> str:
     return re.sub(r"([\\*?\[\]!# ])", r"\\\1", path)
 
 
-def _write_if_changed(path: Path, text: str) -> None:
+def _write_if_changed(path: Path, text: str) -> bool:
+    """Write ``text`` unless ``path`` holds it already; whether it was written."""
     try:
         if path.read_text() == text:
-            return
+            return False
     except OSError:
         path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+    return True

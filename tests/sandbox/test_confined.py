@@ -87,6 +87,18 @@ async def test_a_fake_homes_ssh_cannot_be_read(tmp_path: Path, ws: Path, bwrap: 
     assert "PRIVATE" not in result.text and result.text.endswith("done\n")
 
 
+async def test_a_secret_in_the_environment_is_not_visible(
+    monkeypatch: pytest.MonkeyPatch, run: Run
+) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_secret_token")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws_secret_key")
+    monkeypatch.setenv("LC_MESSAGES", "C")
+    result = await run("env; echo end")
+    assert "ghp_secret_token" not in result.text and "aws_secret_key" not in result.text
+    assert "\nLC_MESSAGES=C\n" in result.text and "\nPATH=" in result.text
+    assert "\nGIT_TERMINAL_PROMPT=0\n" in result.text and result.text.endswith("end\n")
+
+
 async def test_no_loopback_unless_the_network_is_allowed(plan: Confinement, run: Run) -> None:
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))

@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from zcoder.sandbox.plan import Confinement, Mask, Protected, bwrap_argv
+from zcoder.sandbox.plan import Confinement, Mask, Protected, bwrap_argv, sandbox_environment
 from zcoder.sandbox.scan import remove_created, scan_workspace
 
 
@@ -122,6 +122,23 @@ def test_the_bwrap_line_mounts_in_order_and_shares_the_network_only_when_asked()
     ]
     assert [line.index(part) for part in order] == sorted(line.index(part) for part in order)
     assert "--unshare-net" in argv and "--cap-drop ALL" in line
-    assert "--unsetenv ZCODER_API_KEY" in line
     shared = bwrap_argv(Confinement("/usr/bin/bwrap", ws, network=True), Protected(), ws, ["x"])
     assert "--unshare-net" not in shared
+
+
+def test_only_allowlisted_variables_reach_the_sandbox() -> None:
+    env = {
+        "PATH": "/usr/bin",
+        "HOME": "/home/a",
+        "LC_ALL": "C.UTF-8",
+        "GITHUB_TOKEN": "ghp_x",
+        "OPENAI_API_KEY": "sk-x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "ZCODER_API_KEY": "x",
+        "SSH_AUTH_SOCK": "/run/a.sock",
+    }
+    assert sandbox_environment(env) == {
+        "PATH": "/usr/bin",
+        "HOME": "/home/a",
+        "LC_ALL": "C.UTF-8",
+    }

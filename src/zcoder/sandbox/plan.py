@@ -16,6 +16,8 @@ Mounts are applied in order, later over earlier:
 5. the *hidden* places emptied: zcoder's home, the relay directory, the credentials in the
    home directory (a directory gets an empty read-only tmpfs, a file ``/dev/null``).
 
+bwrap is started with the environment ``sandbox_environment`` leaves (``ENVIRONMENT``).
+
 No network namespace is shared unless ``network``: then not even the host's loopback is
 reachable. ``--unshare-pid`` gives a new pid namespace (with ``--die-with-parent``,
 killing bwrap kills every process of the command) and ``--cap-drop ALL`` takes from a
@@ -27,17 +29,33 @@ for as it does outside the sandbox.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
 import attrs
 
-__all__ = ["Confinement", "Mask", "Protected", "bwrap_argv"]
+__all__ = ["ENVIRONMENT", "Confinement", "Mask", "Protected", "bwrap_argv", "sandbox_environment"]
 
-# Secrets a sandboxed command must not read: its output goes to a model, and in a relayed
-# turn from there to another instance.
-_UNSET = ("ZCODER_API_KEY", "SSH_AUTH_SOCK", "DBUS_SESSION_BUS_ADDRESS", "GPG_AGENT_INFO")
+# The environment a sandboxed command gets: these variables and ``LC_*``, nothing else.
+# Tokens and keys live in variables of any name (GITHUB_TOKEN, OPENAI_API_KEY, AWS_*):
+# the command's output goes to a model, and in a relayed turn from there to another
+# instance, so only what shells and build tools need to work passes (docs/safety.rst).
+ENVIRONMENT = frozenset(
+    {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", "HOSTNAME", "TZ", "LANG", "LANGUAGE"}
+    | {"TERM", "COLORTERM", "NO_COLOR", "COLUMNS", "LINES", "EDITOR", "VISUAL"}
+    | {"PAGER", "GIT_PAGER", "GIT_TERMINAL_PROMPT"}
+    | {"XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"}
+    | {"VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "JAVA_HOME"}
+    | {"GOPATH", "GOROOT", "CARGO_HOME", "RUSTUP_HOME", "NODE_PATH", "NVM_DIR"}
+    | {"GEM_HOME", "GEM_PATH", "PKG_CONFIG_PATH", "LD_LIBRARY_PATH", "CC", "CXX"}
+)
+_PREFIXES = ("LC_",)
+
+
+def sandbox_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` cut to ``ENVIRONMENT`` and ``LC_*``: what a sandboxed command sees."""
+    return {k: v for k, v in env.items() if k in ENVIRONMENT or k.startswith(_PREFIXES)}
 
 
 @attrs.frozen
@@ -112,8 +130,6 @@ def bwrap_argv(
         out += _empty_dir(path)
     for path in plan.hidden_files:
         out += ["--ro-bind", "/dev/null", str(path)]
-    for name in _UNSET:
-        out += ["--unsetenv", name]
     # The workspace is a mount of its own in there: without this, git would stop looking
     # for the repository at its edge (a workspace inside a repository would be none).
     out += ["--setenv", "GIT_DISCOVERY_ACROSS_FILESYSTEM", "1", "--setenv", "TMPDIR", "/tmp"]

@@ -23,7 +23,7 @@ import trio
 
 from zcoder.errors import ToolError
 from zcoder.sandbox.masks import masks_held
-from zcoder.sandbox.plan import Confinement, Protected, bwrap_argv
+from zcoder.sandbox.plan import Confinement, Protected, bwrap_argv, sandbox_environment
 from zcoder.sandbox.scan import remove_created, scan_workspace
 from zcoder.tools.base import Tool, ToolContext, ToolResult, ToolSpec
 from zcoder.tools.output import OutputCollector
@@ -93,11 +93,12 @@ def _exit_status(returncode: int) -> tuple[int, str]:
 
 
 async def _run(
-    argv: list[str], cwd: Path, limit: float, sink: OutputCollector
+    argv: list[str], cwd: Path, limit: float, sink: OutputCollector, sandboxed: bool = False
 ) -> tuple[trio.Process, bool]:
     """The process, once it and its group are gone, and whether the time limit ended it."""
+    env = sandbox_environment(_environment()) if sandboxed else _environment()
     try:
-        process = await open_group_process(argv, cwd, env=_environment())
+        process = await open_group_process(argv, cwd, env=env)
     except OSError as exc:
         raise ToolError(f"cannot start the shell: {exc.strerror}") from None
     try:
@@ -118,7 +119,7 @@ async def _sandboxed(
     argv = bwrap_argv(plan, protected, cwd, [_shell(), "-c", command])
     try:
         async with masks_held(plan.workspace, protected.masks):
-            return await _run(argv, cwd, limit, sink)
+            return await _run(argv, cwd, limit, sink, sandboxed=True)
     finally:
         with trio.CancelScope(shield=True):
             after = await trio.to_thread.run_sync(scan_workspace, plan.workspace)

@@ -214,8 +214,8 @@ async def test_no_repository_can_be_made_at_the_root(ws: Path, run: Run) -> None
 
 
 async def test_git_sees_no_stand_in_for_a_missing_agents_md(repo: Path, ws: Path, run: Run) -> None:
-    """What stands in for the missing AGENTS.md is nothing git lists or refuses to add, so
-    the model's ``git status``, ``git add -A`` and commit work as outside."""
+    """What stands in for the missing AGENTS.md is nothing git lists: the model's ``git
+    status`` shows only what it did."""
     result = await run("echo evil > AGENTS.md; echo new > made.txt; git status --porcelain")
     assert result.text.endswith("?? made.txt\n"), result.text
     assert sorted(os.listdir(ws)) == [".git", "made.txt"]

@@ -117,7 +117,7 @@ def scan_workspace(workspace: Path) -> Protected:
     """The read-only paths and the masks of one command in ``workspace`` (canonical)."""
     found = _Found(workspace)
     # A missing one is masked by an empty directory, not a file: git lists no empty
-    # directory, where /dev/null showed as '?? AGENTS.md' and failed every 'git add -A'.
+    # directory, where /dev/null showed as '?? AGENTS.md' in every 'git status'.
     found.protect(workspace / _INSTRUCTIONS, "dir")
     if not os.path.lexists(workspace / ".git"):
         found.protect(workspace / ".git", "dir")

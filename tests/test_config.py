@@ -63,6 +63,11 @@ def test_bad_host(value: str) -> None:
             {"ZCODER_PROFILE": "sysadmin", "ZCODER_COMMAND_POLICY": "allow"},
             "ZCODER_COMMAND_POLICY=allow",
         ),
+        (
+            RawOptions(profile="sysadmin"),
+            {"ZCODER_RELAY_COMMANDS": "sandbox"},
+            "ZCODER_RELAY_COMMANDS=sandbox",
+        ),
         (RawOptions(yes=True, deny_commands=True), {}, "--yes"),
         (RawOptions(workspace="/nonexistent/zz"), {}, "--workspace"),
         (RawOptions(workspace="/etc/hostname"), {}, "--workspace"),

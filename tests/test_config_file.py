@@ -148,6 +148,11 @@ def test_a_flag_makes_a_bad_file_value_irrelevant(tmp_path: Path) -> None:
             'profile = "sysadmin"\ncommand_policy = "allow"\n',
             ": command_policy = 'allow': is refused with the sysadmin profile",
         ),
+        (
+            'profile = "sysadmin"\n[relay]\ncommands = "sandbox"\n',
+            ": relay.commands = 'sandbox': is refused with the sysadmin profile: every command"
+            " asks and runs outside the sandbox",
+        ),
     ],
 )
 def test_every_bad_file_names_the_file_and_key(tmp_path: Path, text: str, problem: str) -> None:

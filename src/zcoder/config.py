@@ -354,6 +354,16 @@ def _command_policy(opts: RawOptions, env: Mapping[str, str], profile: Profile) 
     return policy
 
 
+def _check_relay_commands(relay: RelaySettings, profile: Profile) -> None:
+    """The sysadmin profile runs every command outside the sandbox, asking first: a
+    relayed command that the settings say is sandboxed would run unconfined after a 'y'."""
+    if profile == "sysadmin" and relay.commands == "sandbox":
+        raise ConfigError(
+            "ZCODER_RELAY_COMMANDS=sandbox",
+            "is refused with the sysadmin profile: every command asks and runs outside the sandbox",
+        )
+
+
 def _sandbox_network(opts: RawOptions, env: Mapping[str, str]) -> bool:
     raw = env.get("ZCODER_SANDBOX_NETWORK") or "off"
     return opts.sandbox_network or _choice("ZCODER_SANDBOX_NETWORK", raw, ("on", "off")) == "on"
@@ -568,6 +578,7 @@ def load_config(opts: RawOptions, env: Mapping[str, str]) -> Config:
     (raw_host, host_name), api, api_given, host = _server(opts, env, gguf)
     raw_ws, ws_name = _setting(opts.workspace, "--workspace", env, "ZCODER_WORKSPACE")
     relay, relay_problem = _relay(env)
+    _check_relay_commands(relay, profile)
     return Config(
         model=model,
         host=host,

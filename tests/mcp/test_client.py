@@ -102,11 +102,13 @@ async def test_tools_are_listed_and_called(tmp_path: Path) -> None:
         spec = next(s for s in box.specs() if s.name == "mcp__demo__add")
         assert spec.parameters["required"] == ["a", "b"]
         assert box.asks("mcp__demo__add") == "always"
-        assert (await run(box, "mcp__demo__add", tmp_path, a=2, b=3)).text == "5"
+        added = await run(box, "mcp__demo__add", tmp_path, a=2, b=3)
+        assert added.text == "5" and added.output == "5"  # previewed under its card
         failed = await run(box, "mcp__demo__fail", tmp_path, reason="nope")
         assert not failed.ok and failed.text.startswith("Error: ")
         huge = await run(box, "mcp__demo__huge", tmp_path)
         assert len(huge.text) <= ToolContext(tmp_path).output_cap and "omitted" in huge.text
+        assert len(huge.output) <= 4000
         assert (await run(box, "mcp__demo__env", tmp_path, name="DEMO_VAR")).text == "hi"
         assert (
             "invalid arguments"

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from typing import Any
@@ -58,6 +59,7 @@ def test_mcp_lists_the_server_and_its_tool_is_asked_and_called(
     app.wait_for("wants to call the MCP tool mcp__demo__add with:")
     app.send("y")
     app.wait_for("The sum is in.")
+    assert re.search(r"✓ mcp__demo__add.*completed · done\n\s*⎿ 5\n", app.all_text())
     first, second = wait_requests(fake, 2)
     assert "mcp__demo__add" in {t["function"]["name"] for t in first.get("tools", [])}
     (result,) = messages_of(second, "tool")

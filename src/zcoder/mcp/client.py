@@ -264,7 +264,12 @@ class McpServer:
             raise ToolError(f"MCP server {self.name}: {_why(exc)}") from None
         text = _render(result.content, result.structured_content) or "(no output)"
         ok = not result.is_error
-        return ToolResult(text=text, ok=ok, summary="done" if ok else "the tool failed")
+        # The output is previewed under the card, as a command's is: "done" alone said nothing.
+        summary = "done" if ok else "the tool failed"
+        return ToolResult(text=text, ok=ok, summary=summary, output=text[-_PREVIEW_CHARS:])
+
+
+_PREVIEW_CHARS = 4000  # the card shows the last few lines: enough for them, never a megabyte
 
 
 class McpHub:

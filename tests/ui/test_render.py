@@ -264,6 +264,7 @@ def test_status_bar_shows_state_elapsed_queue_and_relay() -> None:
     now = [100.0]
     status = Status(model="m:1", profile="coding", title="Fix\nbug", clock=lambda: now[0])
     assert plain(render_status(status, 60)).rstrip() == " ready  m:1 │ coding │ “Fix bug”"
+    status.began()  # the worker's TurnBegan: the clock starts
     status.set_state("running_tool")
     now[0] += 12.5
     status.queued_prompts, status.relay, status.relay_queued = 2, "on", 3
@@ -280,6 +281,29 @@ def test_status_bar_shows_state_elapsed_queue_and_relay() -> None:
     status.set_state("streaming")  # the next step of the same turn: the clock keeps running
     now[0] += 3
     assert plain(render_status(status, 200)).startswith(" answering 15s ")
+
+
+def test_only_the_turn_s_begin_and_end_say_a_turn_runs() -> None:
+    """The agent's labels say what the turn does; ``ready`` or ``stopped`` from it (a
+    compaction's end) does not end the turn, and ``thinking`` alone does not start one."""
+    now = [100.0]
+    status = Status(model="m", profile="coding", clock=lambda: now[0])
+    status.set_state("thinking")
+    assert not status.busy
+    status.began()
+    now[0] += 20
+    status.set_state("stopped")  # the agent's word on its own step
+    assert status.busy and status.turn_running
+    assert plain(render_status(status)).startswith(" stopped  m ")  # no clock on it
+    status.set_state("streaming")
+    assert plain(render_status(status)).startswith(" answering 20s ")
+    status.ended()
+    assert not status.busy
+    assert plain(render_status(status)).startswith(" ready  m ")
+    status.began()
+    status.set_state("error", "the server went away")
+    status.ended()
+    assert plain(render_status(status)).startswith(" error  m ")  # a failure stays shown
 
 
 def test_the_status_bar_says_when_commands_are_sandboxed() -> None:

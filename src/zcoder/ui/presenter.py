@@ -45,7 +45,7 @@ class Presenter:
         elif isinstance(event, TurnBegan):
             self._began(event.relayed_from)
         elif isinstance(event, TurnEnded):
-            self._ended(event.ran)
+            self._ended()
         elif isinstance(event, Queued):
             self.view.queued[:] = event.texts
             self._queue_changed()
@@ -82,18 +82,14 @@ class Presenter:
             self.refresh_status()  # the first prompt names the session
 
     def _began(self, relayed_from: str) -> None:
-        self.terminal.turn_running = True  # the worker's word: a turn runs
+        self.status.began()  # the worker's word: a turn runs (``Terminal.turn_running``)
         self.status.relayed_from = relayed_from
-        self.status.set_state("thinking")
         self._queue_changed()
 
-    def _ended(self, ran: bool) -> None:
-        self.terminal.turn_running = False
+    def _ended(self) -> None:
+        self.status.ended()
         self.status.relayed_from = ""
-        if ran or self.status.busy:
-            self.view.end_turn()
-        if self.status.busy:
-            self.status.set_state("ready")
+        self.view.end_turn()  # whatever the turn left half shown is flushed or closed
         self._queue_changed()
 
     def _returned(self, texts: tuple[str, ...]) -> None:

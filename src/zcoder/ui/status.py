@@ -55,16 +55,31 @@ class Status:
     sandbox: str = ""  # "commands sandboxed", "relayed commands sandboxed", or ""
     clock: Callable[[], float] = time.monotonic
 
+    turn_running: bool = False  # the worker's word (TurnBegan, TurnEnded), nobody else's
+
     def set_state(self, state: str, detail: str = "") -> None:
-        # The clock runs from the start of the work, not of its latest step: a turn that
-        # thinks, runs tools and answers for a minute shows a minute.
-        if state in _BUSY and not self.busy:
-            self.since = self.clock()
+        """What the running turn does now (the agent's ``StateChange``): the label only;
+        whether a turn runs is ``began``/``ended``'s."""
         self.state, self.detail = state, detail
+
+    def began(self) -> None:
+        # The clock runs from the start of the turn, not of its latest step: a turn that
+        # thinks, runs tools and answers for a minute shows a minute.
+        self.turn_running = True
+        self.since = self.clock()
+        self.set_state("thinking")
+
+    def ended(self) -> None:
+        """The turn is over: a label of work in progress ("thinking") gives way to
+        ``ready``; ``stopped``, ``error`` and ``offline`` stay."""
+        self.turn_running = False
+        if self.state in _BUSY:
+            self.set_state("ready")
 
     @property
     def busy(self) -> bool:
-        return self.state in _BUSY
+        """A turn runs (``began`` without ``ended``)."""
+        return self.turn_running
 
 
 def _state_style(state: str) -> str:
@@ -80,7 +95,7 @@ def _state_style(state: str) -> str:
 def _state_text(status: Status) -> str:
     label = STATE_LABELS.get(status.state, status.state)
     elapsed = status.clock() - status.since
-    if status.busy and elapsed >= _ELAPSED_AFTER:
+    if status.busy and status.state in _BUSY and elapsed >= _ELAPSED_AFTER:
         label += f" {int(elapsed)}s"
     if status.state == "ready" and status.warmup and status.warmup != "warm":
         label = status.warmup

@@ -106,7 +106,6 @@ class Terminal:
     ) -> None:
         self.status = status
         self._post = post
-        self.turn_running = False
         self.approval = ApprovalLine(
             schedule, self.invalidate, clock, self.print_above, guard=approval_guard
         )
@@ -197,6 +196,15 @@ class Terminal:
             ),
             focused_element=input_window,
         )
+
+    @property
+    def turn_running(self) -> bool:
+        """A turn runs: the status's copy of the worker's TurnBegan/TurnEnded, the one."""
+        return self.status.turn_running
+
+    @turn_running.setter
+    def turn_running(self, running: bool) -> None:
+        self.status.turn_running = running
 
     def _hint(self) -> StyleAndTextTuples:
         if self.approval.is_open:

@@ -394,3 +394,38 @@ async def test_a_write_inside_a_nested_repository_is_named_not_recorded(tmp_path
         ("top.txt", True, ""),
         ("sub/f.txt", False, "in a git repository of its own"),
     ]
+
+
+async def test_a_git_repository_a_turn_created_is_named_and_left(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    cps = checkpoints(tmp_path, ws)
+    record = await turn(
+        cps, ws, "git init -q . && echo b > b.txt && git init -q lib && echo x > lib/x.py"
+    )
+    assert record is not None
+    made = "a git repository the turn created"
+    assert [(c.status, c.path, c.recorded, c.why) for c in record.changes] == [
+        ("A", "b.txt", True, ""),
+        ("A", ".git/", False, made),
+        ("A", "lib/", False, made),
+    ]
+    assert "3 files: +b.txt, +.git/, +lib/" in turn_lines([record], time.time())[0]
+    report = await cps.undo(SID, None)
+    assert not (ws / "b.txt").exists()
+    assert (ws / ".git" / "HEAD").is_file() and (ws / "lib" / "x.py").is_file()
+    assert report_lines(report) == [
+        "Took back turn 1 (you): removed b.txt (created by the turn).",
+        f"Not taken back: .git/ ({made}); remove it yourself: rm -rf -- {ws / '.git'}",
+        f"Not taken back: lib/ ({made}); remove it yourself: rm -rf -- {ws / 'lib'}",
+    ]
+    assert "left as they are now: .git/, lib/." in model_note(report)
+
+
+async def test_a_repository_that_was_there_is_not_named(workspace: Path, tmp_path: Path) -> None:
+    cps = checkpoints(tmp_path, workspace)
+    first = await turn(cps, workspace, "git init -q lib")
+    assert first is not None and [c.path for c in first.changes] == ["lib/"]
+    record = await turn(cps, workspace, "echo n > n.txt; echo y > lib/y.py")
+    assert record is not None
+    assert [(c.path, c.recorded) for c in record.changes] == [("n.txt", True)]

@@ -20,8 +20,17 @@ from zcoder.atomic_write import write_file
 from zcoder.errors import CheckpointError
 from zcoder.strict_json import loads
 
-__all__ = ["FileChange", "TurnRecord", "load_records", "prune", "refs_of", "save_records"]
+__all__ = [
+    "CREATED_REPOSITORY",
+    "FileChange",
+    "TurnRecord",
+    "load_records",
+    "prune",
+    "refs_of",
+    "save_records",
+]
 
+CREATED_REPOSITORY = "a git repository the turn created"
 _VERSION = 1
 _DAY = 86400.0
 
@@ -29,7 +38,8 @@ _DAY = 86400.0
 @attrs.frozen
 class FileChange:
     """``A`` created, ``M`` changed (content or mode), ``D`` deleted; ``recorded`` false
-    for a change the snapshots could not hold (an ignored or too large file)."""
+    for a change the snapshots could not hold (an ignored or too large file, a git
+    repository the turn created: ``lib/``, ``.git/``)."""
 
     status: str
     path: str

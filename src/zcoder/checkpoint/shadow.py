@@ -36,9 +36,17 @@ import trio
 from zcoder.checkpoint.plan import Entry
 from zcoder.errors import CheckpointError
 
-__all__ = ["NESTED_REPOSITORY", "Change", "ShadowGit", "Snapshot", "Unrecorded"]
+__all__ = [
+    "NESTED_REPOSITORY",
+    "WORKSPACE_REPOSITORY",
+    "Change",
+    "ShadowGit",
+    "Snapshot",
+    "Unrecorded",
+]
 
 NESTED_REPOSITORY = "a git repository of its own"
+WORKSPACE_REPOSITORY = "the workspace's own git repository"
 
 _CONFIG = """\
 [core]
@@ -79,7 +87,8 @@ class Unrecorded:
 
 @attrs.frozen
 class Snapshot:
-    """A tree of the workspace as it was, and the changed paths it could not hold;
+    """A tree of the workspace as it was, and the changed paths it could not hold (with
+    every nested repository and the workspace's own ``.git``);
     ``large`` is each left-out large file's size and mtime, to tell whether a turn
     changed it."""
 
@@ -294,6 +303,8 @@ class ShadowGit:
             await self.git("update-index", "--add", "--remove", "-z", "--stdin", stdin=_nul(add))
         if drop:
             await self.git("update-index", "--force-remove", "-z", "--stdin", stdin=_nul(drop))
+        if _present(self.workspace / ".git"):  # git never lists it: said here
+            left.append(Unrecorded(".git", WORKSPACE_REPOSITORY))
         tree = (await self.git("write-tree")).decode().strip()
         return Snapshot(tree, tuple(left), large)
 
@@ -347,6 +358,14 @@ class ShadowGit:
         """Drop the objects no kept checkpoint reaches (a day's grace: a turn of another
         instance may be writing objects no ref holds yet)."""
         await self.git("gc", "--quiet", "--prune=1.day.ago")
+
+
+def _present(path: Path) -> bool:
+    try:
+        os.lstat(path)
+    except OSError:
+        return False
+    return True
 
 
 def _nul(paths: Iterable[str]) -> bytes:

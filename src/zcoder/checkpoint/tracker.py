@@ -23,6 +23,7 @@ import trio
 
 from zcoder.checkpoint.plan import Entry, TurnView, pick_turns, plan_undo
 from zcoder.checkpoint.records import (
+    CREATED_REPOSITORY,
     FileChange,
     TurnRecord,
     load_records,
@@ -31,8 +32,13 @@ from zcoder.checkpoint.records import (
     save_records,
 )
 from zcoder.checkpoint.settings import CheckpointSettings
-from zcoder.checkpoint.shadow import NESTED_REPOSITORY, ShadowGit, Snapshot
-from zcoder.checkpoint.text import UndoReport, restore_command
+from zcoder.checkpoint.shadow import (
+    NESTED_REPOSITORY,
+    WORKSPACE_REPOSITORY,
+    ShadowGit,
+    Snapshot,
+)
+from zcoder.checkpoint.text import UndoReport, remove_command, restore_command
 from zcoder.checkpoint.upkeep import upkeep
 from zcoder.errors import CheckpointError
 
@@ -123,9 +129,20 @@ class Checkpoints:
             (k, restore_command(shadow.git_dir, self.workspace, k, first_tree[k.path]))
             for k in plan.kept
         )
-        unrecorded = tuple(c for t in turns for c in t.changes if not c.recorded)
+        unrecorded = [c for t in turns for c in t.changes if not c.recorded]
+        left = tuple(
+            (c.path, remove_command(self.workspace, c.path))
+            for c in unrecorded
+            if c.why == CREATED_REPOSITORY and _exists(self.workspace / c.path)
+        )
         return UndoReport(
-            tuple(turns), tuple(restored), tuple(removed), kept, unrecorded, tuple(failed)
+            tuple(turns),
+            tuple(restored),
+            tuple(removed),
+            kept,
+            tuple(c for c in unrecorded if c.why != CREATED_REPOSITORY),
+            tuple(failed),
+            left,
         )
 
     async def _restore(
@@ -178,6 +195,16 @@ def _exists(path: Path) -> bool:
     except OSError:
         return False
     return True
+
+
+def _created_repositories(before: Snapshot, after: Snapshot) -> list[FileChange]:
+    """The git repositories the turn made (``git init``, ``git clone``): git never looks
+    into them, so nothing in them is recorded and an undo leaves them; the turn names
+    them (``lib/``, ``.git/``) so the undo can say so."""
+    kinds = (NESTED_REPOSITORY, WORKSPACE_REPOSITORY)
+    had = {u.path for u in before.unrecorded if u.why in kinds}
+    made = sorted(u.path for u in after.unrecorded if u.why in kinds and u.path not in had)
+    return [FileChange("A", path + "/", False, CREATED_REPOSITORY) for path in made]
 
 
 def _pending(session_id: str) -> str:
@@ -287,7 +314,7 @@ class TurnCheckpoint:
                 seen.add(path)
         ignored = await self._ignored([p for p in self._written if p not in seen])
         out += [FileChange("M", p, False, "ignored by .gitignore") for p in ignored]
-        return out
+        return out + _created_repositories(before, after)
 
     async def _ignored(self, paths: list[str]) -> list[str]:
         """Which of the paths a file tool wrote the ignore rules leave out."""

@@ -89,4 +89,5 @@ def confinement_for(config: Config, bwrap: str, env: Mapping[str, str]) -> Confi
         hidden_dirs=tuple(hidden),
         hidden_files=tuple(f for f in files if f.is_file() and not _under(f, private)),
         keep=tuple(keep),
+        records=config.home / "sandbox",
     )

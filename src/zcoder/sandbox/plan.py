@@ -95,6 +95,8 @@ class Confinement:
     hidden_dirs: tuple[Path, ...] = ()
     hidden_files: tuple[Path, ...] = ()
     keep: tuple[Path, ...] = ()
+    # Where each workspace's mount points are recorded (``masks.py``; in zcoder's home).
+    records: Path | None = None
 
 
 def _each(option: str, paths: Sequence[Path], twice: bool = True) -> list[str]:

@@ -22,7 +22,7 @@ from typing import Any
 import trio
 
 from zcoder.errors import ToolError
-from zcoder.sandbox.masks import masks_held
+from zcoder.sandbox.masks import record_of, workspace_held
 from zcoder.sandbox.plan import Confinement, Protected, bwrap_argv, sandbox_environment
 from zcoder.sandbox.scan import remove_created, scan_workspace
 from zcoder.tools.base import Tool, ToolContext, ToolResult, ToolSpec
@@ -114,18 +114,24 @@ async def _sandboxed(
 ) -> tuple[trio.Process, bool]:
     if plan.workspace == Path("/"):
         raise ToolError("the sandbox needs a workspace other than / (all of it is writable)")
-    # A big tree takes a moment to walk: not on the event loop.
-    protected: Protected = await trio.to_thread.run_sync(scan_workspace, plan.workspace)
-    argv = bwrap_argv(plan, protected, cwd, [_shell(), "-c", command])
+    record = record_of(plan.records, plan.workspace) if plan.records else None
+    protected, started = Protected(), False
     try:
-        async with masks_held(plan.workspace, protected.masks):
+        async with workspace_held(plan.workspace, record) as points:
+            # A big tree takes a moment to walk: not on the event loop.
+            protected = await trio.to_thread.run_sync(scan_workspace, plan.workspace)
+            points.add(protected.masks)
+            argv = bwrap_argv(plan, protected, cwd, [_shell(), "-c", command])
+            started = True
             return await _run(argv, cwd, limit, sink, sandboxed=True)
     finally:
-        with trio.CancelScope(shield=True):
-            after = await trio.to_thread.run_sync(scan_workspace, plan.workspace)
-        if removed := remove_created(protected, after):
-            names = ", ".join(str(p.relative_to(plan.workspace)) for p in removed)
-            sink.feed_bytes(f"\n[zcoder removed what the sandbox forbids: {names}]\n".encode())
+        if started:
+            with trio.CancelScope(shield=True):
+                after = await trio.to_thread.run_sync(scan_workspace, plan.workspace)
+            if removed := remove_created(protected, after):
+                names = ", ".join(str(p.relative_to(plan.workspace)) for p in removed)
+                note = f"\n[zcoder removed what the sandbox forbids: {names}]\n"
+                sink.feed_bytes(note.encode())
 
 
 async def _run_command(args: Mapping[str, Any], ctx: ToolContext) -> ToolResult:

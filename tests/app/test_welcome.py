@@ -64,11 +64,11 @@ def test_an_agent_name_is_in_the_welcome_line() -> None:
 
 def test_start_up_lines_wrap_at_words_in_a_narrow_terminal() -> None:
     rows = welcome(50, []).splitlines()
-    assert rows == [
-        "zcoder 0.1.0 · model qwen3-coder:latest · host",
-        "http://127.0.0.1:11434",
-        "workspace",
-        "/home/me/projects/a-rather-long-workspace-name ·",
+    assert rows == [  # a row breaks between two · parts ("host" stays with its URL)
+        "zcoder 0.1.0 · model qwen3-coder:latest",
+        "host http://127.0.0.1:11434",
+        "workspace",  # a part wider than a row is word-wrapped on rows of its own
+        "/home/me/projects/a-rather-long-workspace-name",
         "profile coding · session 1796_01 (new)",
         "Type a message · /help for commands · Esc stops a",
         "turn · Ctrl-D quits",

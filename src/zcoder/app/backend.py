@@ -110,6 +110,7 @@ class AgentBackend:
         *,
         approver: Approver,
         sink: TurnSink,
+        relay: RelayLink | None = None,
     ) -> None:
         self._config = config
         self._store = store
@@ -118,7 +119,8 @@ class AgentBackend:
         self._relay_tools: list[Tool] = []
         self._mcp_tools: list[Tool] = []
         self.mcp = McpLink(config.home, config.workspace, self.offer_mcp_tools)
-        self.relay = RelayLink(config, runtime_dir)
+        # Made by the app before the model server check (``app.main``), else here.
+        self.relay = relay if relay is not None else RelayLink(config, runtime_dir)
         self.sends = Sends(self.relay)
         self.inbox = RelayInbox(self.relay, self.sends)
         # The sent list is the session's: a resumed one's is rebuilt from its transcript.

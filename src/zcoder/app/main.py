@@ -34,6 +34,7 @@ from zcoder.agent.connect import ServerChoice, choose_server, describe, make_cli
 from zcoder.agent.model import ModelClient
 from zcoder.app.backend import AgentBackend
 from zcoder.app.idle import IdleCommands
+from zcoder.app.relay.link import RelayLink
 from zcoder.app.worker import TurnWorker
 from zcoder.approval.questions import Answer, ApprovalRequest, Approver
 from zcoder.commands import complete
@@ -240,6 +241,7 @@ def build_app(
     runtime_dir: Path | None,
     *,
     approver: Approver,
+    relay: RelayLink | None = None,
 ) -> AppCore:
     """The app's parts below the terminal, each made once, complete: the channels (intents
     -> worker, worker events -> whoever draws them), the backend over the agent, the
@@ -255,6 +257,7 @@ def build_app(
         runtime_dir,
         approver=approver,
         sink=_ChannelSink(events_send),
+        relay=relay,
     )
     worker = TurnWorker(
         backend.runner,
@@ -274,17 +277,40 @@ async def _trio_main(
     runtime_dir: Path,
     own: ChildServer | None,
 ) -> None:
-    choice = await choose_server(config)
-    config = choice.config
     approver = _LateApprover()
-    async with make_client(config) as made:
-        client = own.watch(made) if own is not None else made
-        core = build_app(config, store, session, client, runtime_dir, approver=approver)
+    relay = RelayLink(config, runtime_dir)  # the relay's settings: no server check needed
+    async with trio.open_nursery() as root:
+        # The relay first, before the model server check, so that other instances find
+        # this one as soon as it can take messages (they wait, accepted, until the worker
+        # runs); the manifest names the model the session will use, and says the served
+        # one once the check has settled it. Its shut-down (manifest first) runs when the
+        # root scope is cancelled, whatever the exit, after the app's own tasks have ended
+        # and the session is saved.
+        problem = await relay.start(
+            root, model=_starting_model(config, session), session_id=session.id
+        )
         try:
-            await _run_root(config, core, approver, state, choice)
+            choice = await choose_server(config)
+            config = choice.config
+            async with make_client(config) as made:
+                client = own.watch(made) if own is not None else made
+                core = build_app(
+                    config, store, session, client, runtime_dir, approver=approver, relay=relay
+                )
+                relay.refresh(model=core.backend.model)
+                try:
+                    await _run_root(config, core, approver, state, problem, choice)
+                finally:
+                    state.session_id, state.saved = core.backend.close()
+                    state.resume = config.resume_command(state.session_id)
         finally:
-            state.session_id, state.saved = core.backend.close()
-            state.resume = config.resume_command(state.session_id)
+            root.cancel_scope.cancel()
+
+
+def _starting_model(config: Config, session: Session) -> str:
+    """The model a turn will ask for, as the backend settles it (``AgentBackend``): a
+    resumed session's own, else the configured one."""
+    return session.model if config.resume and session.model else config.model
 
 
 class _LateApprover:
@@ -355,17 +381,15 @@ async def _run_root(
     core: AppCore,
     approver: _LateApprover,
     state: _Exit,
+    problem: str,
     choice: ServerChoice | None = None,
 ) -> None:
-    """The root nursery of DESIGN.md section 1: the relay (its listener), the UI, the
-    worker and the controller; cancelling it is the one way out."""
+    """The app's tasks inside the root nursery of DESIGN.md section 1 (whose relay runs
+    already, ``problem`` saying why it is unavailable): the UI, the worker and the
+    controller; cancelling it is the one way out of the app."""
     backend = core.backend
     async with trio.open_nursery() as root:
-        # The relay first, so that other instances find this one as soon as it can take
-        # messages (they wait, accepted, until the worker runs); its shut-down (manifest
-        # first) runs when the root scope is cancelled, whatever the exit. Until the
-        # terminal is made, an exit asked for waits in ``state.pending``.
-        problem = await backend.start_relay(root)
+        # Until the terminal is made, an exit asked for waits in ``state.pending``.
         await trio.to_thread.run_sync(_import_screen)
         terminal, controller = _make_screen(config, core, approver)
         state.request = lambda reason: terminal.post(ExitRequest(reason))

@@ -99,11 +99,17 @@ async def test_a_turn_of_commands_is_undone_exactly(workspace: Path, tmp_path: P
     assert changes == {
         ("M", "edit.txt"), ("A", "new.txt"), ("D", "old.txt"), ("D", "keep.txt"),
         ("A", "kept.txt"), ("M", "run.sh"), ("A", "deep/er/f.txt"), ("A", "link"),
+        ("A", "x.log"),
     }  # fmt: skip
+    assert [c.path for c in record.changes if not c.recorded] == ["x.log"]
     report = await cps.undo(SID, None)
     after = tree_digest(workspace)
-    after.pop("x.log")  # ignored: never recorded, never touched
+    after.pop("x.log")  # ignored: never recorded, never touched, named
     assert after == before
+    assert report_lines(report)[1] == (
+        "Not taken back: x.log (ignored by .gitignore); "
+        f"remove it yourself: rm -- {workspace}/x.log"
+    )
     assert report.removed == ("deep/er/f.txt", "kept.txt", "link", "new.txt")
     assert report.restored == ("edit.txt", "keep.txt", "old.txt", "run.sh")
     assert not (workspace / "deep").exists()
@@ -178,8 +184,9 @@ async def test_checkpoints_survive_the_process(workspace: Path, tmp_path: Path) 
 async def test_a_turn_that_changes_nothing_leaves_no_record(
     workspace: Path, tmp_path: Path
 ) -> None:
+    (workspace / "x.log").write_text("log\n")
     cps = checkpoints(tmp_path, workspace)
-    assert await turn(cps, workspace, "cat edit.txt > /dev/null; echo n > x.log") is None
+    assert await turn(cps, workspace, "cat edit.txt > /dev/null; echo n >> x.log") is None
     assert cps.records(SID) == []
     with pytest.raises(
         CheckpointError, match="nothing to undo: no turn of this session has changed files"
@@ -197,8 +204,9 @@ async def test_a_file_over_the_size_cap_is_not_recorded_and_the_undo_says_so(
     assert not big.recorded
     report = await cps.undo(SID, None)
     assert (workspace / "big.bin").exists() and not (workspace / "small.txt").exists()
-    assert "Could not restore big.bin: it was not recorded (larger than 100 bytes)." in (
-        report_lines(report)
+    assert (
+        "Not taken back: big.bin (larger than 100 bytes); "
+        f"remove it yourself: rm -- {workspace}/big.bin" in report_lines(report)
     )
 
 
@@ -355,7 +363,10 @@ async def test_the_repositorys_exclude_file_and_the_global_excludes_are_honoured
     global_ignore.write_text("*.bak\n")
     cps = checkpoints(tmp_path, ws)
     record = await turn(cps, ws, "echo s > secret.txt; echo b > old.bak; echo k > kept.txt")
-    assert record is not None and [c.path for c in record.changes] == ["kept.txt"]
+    assert record is not None
+    assert [(c.path, c.recorded) for c in record.changes] == [
+        ("kept.txt", True), ("old.bak", False), ("secret.txt", False)
+    ]  # fmt: skip
 
 
 async def test_a_file_a_turn_replaced_by_a_directory_comes_back(

@@ -90,11 +90,13 @@ class Snapshot:
     """A tree of the workspace as it was, and the changed paths it could not hold (with
     every nested repository and the workspace's own ``.git``);
     ``large`` is each left-out large file's size and mtime, to tell whether a turn
-    changed it."""
+    changed it; ``ignored`` the paths the ignore rules leave out (a wholly ignored
+    directory as one, ``build/``), to tell what a turn added there."""
 
     tree: str
     unrecorded: tuple[Unrecorded, ...] = ()
     large: Mapping[str, tuple[int, int]] = attrs.field(factory=dict)
+    ignored: frozenset[str] = frozenset()
 
 
 @attrs.frozen
@@ -306,7 +308,9 @@ class ShadowGit:
         if _present(self.workspace / ".git"):  # git never lists it: said here
             left.append(Unrecorded(".git", WORKSPACE_REPOSITORY))
         tree = (await self.git("write-tree")).decode().strip()
-        return Snapshot(tree, tuple(left), large)
+        raw = await self.git("ls-files", "-o", "-i", "--exclude-standard", "--directory", "-z")
+        ignored = frozenset(os.fsdecode(p) for p in raw.split(b"\0") if p)
+        return Snapshot(tree, tuple(left), large, ignored)
 
     async def diff(self, before: str, after: str) -> list[Change]:
         """What differs between two trees, path by path."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import attrs
 
 from zcoder.checkpoint.plan import Kept
-from zcoder.checkpoint.records import CREATED_REPOSITORY, FileChange, TurnRecord
+from zcoder.checkpoint.records import FileChange, TurnRecord
 from zcoder.text.flat import one_line
 
 __all__ = ["UndoReport", "model_note", "remove_command", "report_lines", "turn_lines", "who"]
@@ -24,8 +24,9 @@ _NAMES = 6  # paths named in one line before "and N more"
 class UndoReport:
     """What an undo did: the turns taken back, the paths restored (``removed``: the turns
     had created them), the paths kept as the user has them, with the command that restores
-    each anyway, the changes no snapshot held, and the git repositories the turns created
-    (never removed by an undo: they may hold the user's commits by now)."""
+    each anyway, the changes no snapshot held, and what the turns created that no snapshot
+    held (a git repository, an ignored or large file: never removed by an undo, which
+    cannot tell whether it changed since), with the command that removes it."""
 
     turns: tuple[TurnRecord, ...]
     restored: tuple[str, ...]
@@ -33,7 +34,7 @@ class UndoReport:
     kept: tuple[tuple[Kept, str], ...]
     unrecorded: tuple[FileChange, ...]
     failed: tuple[tuple[str, str], ...] = ()  # a created path that could not be removed
-    left: tuple[tuple[str, str], ...] = ()  # a git repository the turns created, its removal
+    left: tuple[tuple[str, str, str], ...] = ()  # created, not recorded: why, its removal
 
 
 def who(record: TurnRecord) -> str:
@@ -88,9 +89,10 @@ def restore_command(git_dir: Path, workspace: Path, kept: Kept, tree: str) -> st
 
 
 def remove_command(workspace: Path, path: str) -> str:
-    """The shell command that removes a directory the undo leaves (git makes its objects
-    read-only, hence ``-f``)."""
-    return f"rm -rf -- {shlex.quote(str(workspace / path.rstrip('/')))}"
+    """The shell command that removes what the undo leaves: a file, or a directory
+    (``lib/``; git makes its objects read-only, hence ``-f``)."""
+    flags = "-rf " if path.endswith("/") else ""
+    return f"rm {flags}-- {shlex.quote(str(workspace / path.rstrip('/')))}"
 
 
 def report_lines(report: UndoReport) -> list[str]:
@@ -110,10 +112,8 @@ def report_lines(report: UndoReport) -> list[str]:
         lines.append(f"Could not restore {change.path}: it was not recorded ({change.why}).")
     for path, why in report.failed:
         lines.append(f"Could not remove {path} (created by the turn): {why}.")
-    for path, command in report.left:
-        lines.append(
-            f"Not taken back: {path} ({CREATED_REPOSITORY}); remove it yourself: {command}"
-        )
+    for path, why, command in report.left:
+        lines.append(f"Not taken back: {path} ({why}); remove it yourself: {command}")
     return lines
 
 
@@ -127,7 +127,7 @@ def model_note(report: UndoReport) -> str:
     if report.removed:
         parts.append(f"Removed (they did not exist before): {', '.join(report.removed)}.")
     left = [k.path for k, _ in report.kept] + [c.path for c in report.unrecorded]
-    left += [path for path, _ in report.failed] + [path for path, _ in report.left]
+    left += [path for path, _ in report.failed] + [path for path, _, _ in report.left]
     if left:
         parts.append(f"Not restored, left as they are now: {', '.join(left)}.")
     parts.append("Read a file again before relying on its content.]")

@@ -45,6 +45,7 @@ from zcoder.errors import CheckpointError
 __all__ = ["Checkpoints", "TurnCheckpoint"]
 
 _log = logging.getLogger(__name__)
+_IGNORED = "ignored by .gitignore"
 
 
 def workspace_scope(workspace: Path) -> str:
@@ -130,17 +131,18 @@ class Checkpoints:
             for k in plan.kept
         )
         unrecorded = [c for t in turns for c in t.changes if not c.recorded]
+        created = [c for c in unrecorded if c.status == "A"]
         left = tuple(
-            (c.path, remove_command(self.workspace, c.path))
-            for c in unrecorded
-            if c.why == CREATED_REPOSITORY and _exists(self.workspace / c.path)
+            (c.path, c.why, remove_command(self.workspace, c.path))
+            for c in created
+            if _exists(self.workspace / c.path)
         )
         return UndoReport(
             tuple(turns),
             tuple(restored),
             tuple(removed),
             kept,
-            tuple(c for c in unrecorded if c.why != CREATED_REPOSITORY),
+            tuple(c for c in unrecorded if c.status != "A"),
             tuple(failed),
             left,
         )
@@ -313,7 +315,11 @@ class TurnCheckpoint:
                 out.append(FileChange("M", path, False, f"in {NESTED_REPOSITORY}"))
                 seen.add(path)
         ignored = await self._ignored([p for p in self._written if p not in seen])
-        out += [FileChange("M", p, False, "ignored by .gitignore") for p in ignored]
+        out += [FileChange("M", p, False, _IGNORED) for p in ignored]
+        seen.update(ignored)
+        # What the turn added where the ignore rules look away (a build, a virtualenv).
+        added = sorted(after.ignored - before.ignored - seen)
+        out += [FileChange("A", p, False, _IGNORED) for p in added]
         return out + _created_repositories(before, after)
 
     async def _ignored(self, paths: list[str]) -> list[str]:

@@ -82,8 +82,10 @@ def make_agent(client: ModelClient, tmp_path: Path, **config: Any) -> Agent:
 
 @asynccontextmanager
 async def openai_client(fake: FakeOpenAI) -> AsyncIterator[OpenAIClient]:
-    async with OpenAIClient(fake.url + "/v1", stall=FAST) as client:
-        await client.identify()  # as zcoder does at start: the server's kind
+    async with OpenAIClient(fake.url + "/v1", stall=FAST) as probe:
+        kind, _ = await probe.identify()  # as zcoder does at start: the server's kind
+    assert kind is not None
+    async with OpenAIClient(fake.url + "/v1", kind=kind, stall=FAST) as client:
         yield client
 
 

@@ -17,7 +17,7 @@ from tests.fakes.openai_server import FakeOpenAI
 from zcoder.agent.model import ChatChunk, ChatRequest, ModelClient, ModelInfo, StallLimits
 from zcoder.agent.openai import OpenAIClient
 from zcoder.agent.rounds import describe_model_error
-from zcoder.agent.servers import LLAMA_CPP, kind_named
+from zcoder.agent.servers import GENERIC, LLAMA_CPP, kind_named
 from zcoder.conversation import Message, ToolCall
 from zcoder.errors import (
     IncompleteStream,
@@ -364,8 +364,10 @@ async def test_list_models_identify_and_context_length() -> None:
         async with OpenAIClient(v1(fake)) as client:
             listed = await client.list_models()
             assert await client.context_length(MODEL) is None  # a kind that does not say
-            await client.identify()
-            assert client.kind.name == "llama.cpp"
+            kind, served = await client.identify()
+            assert kind is LLAMA_CPP and served == listed
+            assert client.kind is GENERIC  # a report: connect.choose_server decides
+        async with OpenAIClient(v1(fake), kind=kind) as client:
             assert await client.context_length(MODEL) == 8192  # from /v1/models meta.n_ctx
     assert listed == [ModelInfo(m) for m in models]
     with FakeOpenAI({"context_length": 4096}, model_meta=False) as fake:
@@ -373,8 +375,9 @@ async def test_list_models_identify_and_context_length() -> None:
             assert await client.context_length(MODEL) == 4096  # from /props
     with FakeOpenAI({"context_length": 32768}, owned_by="vllm") as fake:
         async with OpenAIClient(v1(fake)) as client:
-            await client.identify()
-            assert (client.kind, await client.context_length(MODEL)) == (VLLM, 32768)
+            assert (await client.identify())[0] is VLLM
+        async with OpenAIClient(v1(fake), kind=VLLM) as client:
+            assert await client.context_length(MODEL) == 32768
             assert await client.context_length("other") is None
 
 

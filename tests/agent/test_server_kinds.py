@@ -105,9 +105,9 @@ async def test_a_new_kind_is_one_row(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(servers, "KINDS", (*servers.KINDS, _NEW))
     script = {"models": [MODEL], "responses": [{"chunks": [{"content": "a"}], "no_done": True}]}
     with FakeOpenAI(script, owned_by="foo") as fake:
-        async with OpenAIClient(fake.url + "/v1") as client:
-            await client.identify()
-            assert client.kind is _NEW
+        async with OpenAIClient(fake.url + "/v1") as probe:
+            assert (await probe.identify())[0] is _NEW
+        async with OpenAIClient(fake.url + "/v1", kind=_NEW) as client:
             with pytest.raises(ModelError) as info:
                 async with client.stream_chat(_request()) as chunks:
                     async for _ in chunks:

@@ -29,8 +29,10 @@ TASK = "Review this log and say what failed:\n" + "E  assert response.status == 
 
 @asynccontextmanager
 async def receiver(nursery: trio.Nursery, root: Path, url: str) -> AsyncIterator[Receiver]:
-    async with OpenAIClient(url, stall=StallLimits(5, 5), connect_seconds=2) as client:
-        await client.identify()
+    async with OpenAIClient(url, connect_seconds=2) as probe:
+        kind, _ = await probe.identify()  # as zcoder does at start: the server's kind
+    assert kind is not None
+    async with OpenAIClient(url, kind=kind, stall=StallLimits(5, 5), connect_seconds=2) as client:
         yield await receiver_on(nursery, root, url, client)
 
 

@@ -29,10 +29,11 @@ def openai() -> ModuleType:
 async def test_the_client_learns_kind_and_context_window(
     openai: ModuleType, plain_server: LlamaServer
 ) -> None:
-    async with openai.OpenAIClient(f"{plain_server.url}/v1") as client:
-        models = await client.identify()
-        assert client.kind == "llama.cpp"
+    async with openai.OpenAIClient(f"{plain_server.url}/v1") as probe:
+        kind, models = await probe.identify()
+        assert kind is not None and kind.name == "llama.cpp"
         assert models, "a llama.cpp server lists the model it serves"
+    async with openai.OpenAIClient(f"{plain_server.url}/v1", kind=kind) as client:
         # The harness starts it with n_ctx 4096; any model name is the one it serves.
         assert await client.context_length("smollm2") == 4096
 

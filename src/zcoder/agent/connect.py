@@ -124,10 +124,10 @@ async def _identify(config: Config) -> tuple[ServerKind, tuple[str, ...]]:
     async with OpenAIClient(config.host, kind=kind_of(config), api_key=config.api_key) as client:
         with trio.move_on_after(_IDENTIFY_SECONDS):
             try:
-                models = await client.identify()
+                kind, models = await client.identify()
             except ModelError:
-                return client.kind, ()
-            return client.kind, tuple(m.name for m in models)
+                return kind_of(config), ()
+            return kind or kind_of(config), tuple(m.name for m in models)
     return kind_of(config), ()
 
 

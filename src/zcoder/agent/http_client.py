@@ -48,7 +48,13 @@ MAX_ERROR_BODY = 64 * 1024
 class HttpModelClient:
     """The HTTP half shared by the model clients (see the module docstring)."""
 
-    kind: ServerKind
+    _kind: ServerKind
+
+    @property
+    def kind(self) -> ServerKind:
+        """The kind of server it speaks to, fixed when it is made: ``connect.choose_server``
+        decides it, so every reader sees the same kind for the whole run."""
+        return self._kind
 
     def __init__(
         self,

@@ -39,7 +39,7 @@ _PROBE_SECONDS = 2.0
 class OllamaClient(HttpModelClient):
     """A ``ModelClient`` for one Ollama server (``base_url`` like ``http://127.0.0.1:11434``)."""
 
-    kind = OLLAMA
+    _kind = OLLAMA
 
     @asynccontextmanager
     async def stream_chat(self, request: ChatRequest) -> AsyncIterator[AsyncIterator[ChatChunk]]:

@@ -68,7 +68,7 @@ class OpenAIClient(HttpModelClient):
             headers=headers,
         )
         self.root_url = self.base_url.removesuffix("/v1")
-        self.kind = kind
+        self._kind = kind  # ``identify`` only reports a kind: it never changes this one
 
     def __repr__(self) -> str:
         return f"OpenAIClient({self.base_url!r}, kind={self.kind.name!r})"
@@ -91,16 +91,16 @@ class OpenAIClient(HttpModelClient):
         """The served models (``GET /v1/models``)."""
         return decode_models(await self._json("GET", "/models"))
 
-    async def identify(self) -> list[ModelInfo]:
-        """Learn ``kind`` from the server (when it gives itself away); the served models."""
+    async def identify(self) -> tuple[ServerKind | None, list[ModelInfo]]:
+        """The kind the server gives away (``None``: it does not say) and the served
+        models. A report: the kind is ``connect.choose_server``'s to decide."""
         body = await self._json("GET", "/models")
         models = decode_models(body)
         kind = kind_from_models(body)
         for other in (k for k in KINDS if k.own_api and kind is None):
             if await self._answers(f"{self.root_url}{other.own_api}"):
                 kind = other  # its /v1 says nothing of itself; its own API does
-        self.kind = kind or self.kind
-        return models
+        return kind, models
 
     async def context_length(self, model: str) -> int | None:
         """The context window the server runs ``model`` with, where it says so.

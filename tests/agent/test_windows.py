@@ -20,7 +20,9 @@ def test_the_window_is_the_configured_one_bounded_by_what_the_server_says() -> N
     assert windows.of("m") == Window(DEFAULT_NUM_CTX)
     windows = Windows(8192)
     assert windows.of("m") == Window(8192, configured=True)
-    windows.learn("m", Window(4096, by_server=True))
+    windows.learn("m", 4096)  # a context error's window, told at once
+    assert windows.of("m") == Window(4096, by_server=True)
+    windows.learn("m", 6000)  # larger than the one decided: it decides, nothing changes
     assert windows.of("m") == Window(4096, by_server=True)
     assert windows.of("other") == Window(8192, configured=True)
 

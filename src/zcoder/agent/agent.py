@@ -142,9 +142,9 @@ class Agent:
         (system prompt, tool schemas, the history so far), asking for one output token.
         Nothing of it is stored in the session."""
         # The same window as the turns: another num_ctx would make Ollama load it again.
-        window = await self._window()
+        await self._window()
         turn = self._turn(self._client, TurnRequest("user", "(warm-up)"))
-        await turn.warm(window)
+        await turn.warm()
         self._served.add(self._model)
         self._keep(turn)
 
@@ -179,7 +179,8 @@ class Agent:
             task = session.history[before]
             await self._save_async(session)
             with scope:
-                outcome = await turn.run(await self._window())
+                await self._window()  # asked of the server once per model
+                outcome = await turn.run()
             if scope.cancelled_caught:
                 outcome = turn.interrupt()
             # A request the server refused as too large for its window is final: it is
@@ -263,8 +264,7 @@ class Agent:
         plan = None
         try:
             with scope:
-                window = await self._window()
-                turn.steps.window = window
+                await self._window()
                 plan = await turn.compact(force=True, focus=focus)
         except ModelError as exc:
             self._sink.emit(Entry(TranscriptEvent(role="error", text=turn.describe(exc))))
@@ -291,7 +291,7 @@ class Agent:
     async def context_lines(self) -> list[str]:
         """``/context``: the window and who set it, and what fills it."""
         turn = self._turn(self._client, TurnRequest("user", "(context)"))
-        turn.steps.window = await self._window()
+        await self._window()
         return context_report(
             turn.steps.sizes(),
             turn.steps.fixed_estimate,
@@ -318,6 +318,7 @@ class Agent:
             sink=self._sink,
             conversation=self._conversation,
             model=lambda: self._model,
+            windows=self._windows,
             calibration=self._calibrations.setdefault(self._model, Calibration()),
             before_change=checkpoint.before_change if checkpoint is not None else None,
         )
@@ -330,8 +331,6 @@ class Agent:
         grant needs no keeping: the turn gave it to the conversation itself.)"""
         if self._config.think and not turn.think:
             self._no_thinking.add(self._model)
-        if turn.learned_window is not None:
-            self._windows.learn(self._model, turn.learned_window)
         self._fixed_estimate = turn.steps.fixed_estimate or self._fixed_estimate
 
     def _save(self, session: Session) -> None:

@@ -27,7 +27,6 @@ from zcoder.agent.context import (
     DEFAULT_NUM_CTX,
     Calibration,
     Overflow,
-    Window,
     estimate_tokens,
     fixed_too_large,
     overflow_in,
@@ -41,7 +40,7 @@ from zcoder.agent.parts import TurnParts
 from zcoder.agent.printed_calls import printed_tool_calls
 from zcoder.agent.rounds import RoundRunner, describe_model_error
 from zcoder.agent.runaway import RunawayDetector
-from zcoder.agent.steps import DEFAULT_WINDOW, Steps
+from zcoder.agent.steps import Steps
 from zcoder.agent.turns import STOP_MARKER, OutcomeStatus, TurnOutcome, TurnRequest, relay_record
 from zcoder.conversation import Message, ToolCall
 from zcoder.errors import ModelError, ModelHTTPError, ServerUnavailable
@@ -96,8 +95,6 @@ class Turn:
         self.compaction_skipped = False
         # The server refused the turn as too large for its window: final, not "model down".
         self.refused = False
-        # A window the server named in a context error (smaller than the one decided).
-        self.learned_window: Window | None = None
         self.rounds = RoundRunner(parts, request.origin, request.sender)
         self.steps = Steps(parts, request, instructions, self.rounds)
 
@@ -120,8 +117,7 @@ class Turn:
             self._p.entry("user", req.text)
             session.history.append(Message(role="user", content=req.text))
 
-    async def run(self, window: Window = DEFAULT_WINDOW) -> TurnOutcome:
-        self.steps.window = window
+    async def run(self) -> TurnOutcome:
         while True:
             if not self._guard.take_step():
                 return self._fail("step_limit", "Stopped: the turn reached its step limit.")
@@ -161,8 +157,8 @@ class Turn:
             if self._before_refusal is None:
                 self._before_refusal = self._p.calibration.copy()
             self._p.calibration.observe(self.steps.estimate, overflow.prompt_tokens)
-        if overflow.window and overflow.window < self.steps.window.tokens:
-            self.steps.window = self.learned_window = Window(overflow.window, by_server=True)
+        if overflow.window:
+            self._p.windows.learn(self._p.model(), overflow.window)  # it decides
         return overflow.prompt_tokens is not None and self.steps.sizes().budget.fits(
             overflow.prompt_tokens
         )
@@ -357,11 +353,10 @@ class Turn:
         """Tell the status bar how full the next request will make the window."""
         self._p.sink.emit(self.steps.fill())
 
-    async def warm(self, window: Window = DEFAULT_WINDOW) -> None:
+    async def warm(self) -> None:
         """Send this turn's first request with one output token and drop the reply: the
         model is loaded and the prompt cache filled. Only the token count is kept (it
         calibrates the prompt-size estimate); nothing enters the session."""
-        self.steps.window = window
         try:
             await self._warm_once()
         except ModelHTTPError as exc:

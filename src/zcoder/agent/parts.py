@@ -15,6 +15,7 @@ import attrs
 
 from zcoder.agent.context import Calibration
 from zcoder.agent.model import ModelClient
+from zcoder.agent.windows import Windows
 from zcoder.approval.questions import Approver
 from zcoder.config import Config
 from zcoder.conversation import EventRole, TranscriptEvent
@@ -57,7 +58,9 @@ class TurnParts:
     """What one turn works with; none of it changes during the turn.
 
     ``model`` reads the agent's current model name; ``calibration`` is the model's
-    token-count correction (the agent keeps one per model and the turn feeds it).
+    token-count correction (the agent keeps one per model and the turn feeds it);
+    ``windows`` is the agent's, the one owner of the window (the turn reads it there and
+    tells it a context error's window at once).
     ``before_change`` is awaited before each tool call that may change files, with the
     paths a file tool names (the turn's checkpoint); it returns a problem line, or ``""``.
     """
@@ -69,6 +72,7 @@ class TurnParts:
     sink: TurnSink
     conversation: Conversation
     model: Callable[[], str]
+    windows: Windows
     calibration: Calibration = attrs.Factory(Calibration)
     before_change: Callable[[Sequence[str]], Awaitable[str]] | None = None
 

@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from zcoder.agent.compaction import Sizes
-from zcoder.agent.context import DEFAULT_NUM_CTX, Budget, Window, estimate_tokens
+from zcoder.agent.context import Budget, Window, estimate_tokens
 from zcoder.agent.model import ChatRequest
 from zcoder.agent.parts import TurnParts
 from zcoder.agent.prompts import build_system_prompt
@@ -25,13 +25,11 @@ from zcoder.agent.windows import measure_fill
 from zcoder.conversation import Message
 from zcoder.live import ContextFill
 
-__all__ = ["DEFAULT_WINDOW", "Steps"]
-
-DEFAULT_WINDOW = Window(DEFAULT_NUM_CTX)
+__all__ = ["Steps"]
 
 
 class Steps:
-    """Builds and measures the requests of one turn; ``window`` is the turn's window."""
+    """Builds and measures the requests of one turn, for the model's window now."""
 
     def __init__(
         self, parts: TurnParts, request: TurnRequest, instructions: str, rounds: RoundRunner
@@ -40,9 +38,14 @@ class Steps:
         self._request = request
         self._instructions = instructions
         self._rounds = rounds
-        self.window = DEFAULT_WINDOW
         self.estimate = 0  # of the last request built, before calibration
         self._fixed_estimate = 0
+
+    @property
+    def window(self) -> Window:
+        """The window the requests are built for: ``windows.Windows`` decides it (a
+        context error's smaller window holds from the next step on)."""
+        return self._p.windows.of(self._p.model())
 
     def build(self, think: bool, *, num_predict: int | None = None) -> ChatRequest:
         """The next step's request: one fresh system message, then the whole history as

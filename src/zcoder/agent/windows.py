@@ -55,10 +55,12 @@ class Windows:
                         self._reported[model] = reported
         return self.of(model)
 
-    def learn(self, model: str, window: Window) -> None:
-        """A context error named ``window``, smaller than the one decided: it holds for
-        ``model`` from now on."""
-        self._reported[model] = window.tokens
+    def learn(self, model: str, tokens: int) -> None:
+        """A context error named a window of ``tokens`` (told at once, mid-turn): one
+        smaller than ``of(model)`` holds for ``model`` from now on, this turn's next step
+        included; a larger one changes nothing."""
+        if 0 < tokens < self.of(model).tokens:
+            self._reported[model] = tokens
 
 
 def measure_fill(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 
 from tests.ui.conftest import (
@@ -106,6 +108,30 @@ def test_new_and_sessions_switch(launch: Launch, start_fake: StartFake) -> None:
     *_, third = wait_requests(fake, 3)
     assert messages_of(third, "user") == ["alpha session prompt", "follow up"]
     assert "Answer one." in messages_of(third, "assistant")
+
+
+def test_sessions_lists_the_apps_sessions_first_and_only_the_newest_one_shot_runs(
+    launch: Launch, start_fake: StartFake
+) -> None:
+    runs = [f"scripted run {n}" for n in range(1, 6)]
+    fake = start_fake(script(*(text_response(f"Ran {n}.") for n in range(1, 7))))
+    env = launch.env(fake.url, DEFAULT_MODEL, {})
+    for prompt in runs:  # a script calling zcoder -p in a loop
+        argv = [sys.executable, "-m", "zcoder", "-w", str(launch.dirs.workspace), "-p", prompt]
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+    app = launch.zcoder(fake.url)
+    wait_ready(app)
+    submit(app, "an app prompt")
+    app.wait_for("Ran 6.")
+    wait_status(app, "an app prompt")
+    submit(app, "/sessions")
+    app.wait_for("the newest only; /sessions ID opens any.")
+    listed = app.all_text()
+    assert re.search(r"\*\s+1\. an app prompt", listed), listed
+    for n, prompt in zip((2, 3, 4), reversed(runs), strict=False):
+        assert re.search(rf"{n}\. {prompt} .*a one-shot run", listed), listed
+    assert "scripted run 2" not in listed and "scripted run 1" not in listed
 
 
 def _assert_nothing_left(app: PtyApp, dirs: PtyDirs) -> None:

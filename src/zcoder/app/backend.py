@@ -89,6 +89,10 @@ def as_shown(event: TranscriptEvent) -> TranscriptEvent:
     return event
 
 
+# How many one-shot runs /sessions lists, the newest (--resume ID opens any).
+ONESHOT_ROWS = 3
+
+
 def _row(summary: SessionSummary, current: str) -> SessionRow:
     return SessionRow(summary, summary.id == current)
 
@@ -114,6 +118,7 @@ class AgentBackend:
     ) -> None:
         self._config = config
         self._store = store
+        session.oneshot = False  # opened in the app: /sessions lists it with the app's
         self._core_tools = core_tools()
         self._toolbox = Toolbox(self._core_tools)
         self._relay_tools: list[Tool] = []
@@ -216,6 +221,7 @@ class AgentBackend:
         self.inbox.model_answered()  # another model: worth trying the waiting ones
 
     def _leave(self, new: Session) -> None:
+        new.oneshot = False  # opened in the app: /sessions lists it with the app's
         old = self.agent.session
         if old.history:
             self._save(old)
@@ -228,11 +234,16 @@ class AgentBackend:
         self._leave(self._store.create(self.model))
 
     async def list_sessions(self) -> list[SessionRow]:
+        """The app's sessions, newest first, then the newest few one-shot runs (scripts
+        that run ``zcoder -p`` in a loop would otherwise fill the list)."""
         current = self.agent.session
         # Reading every session file is disk work: off the thread that serves the relay.
-        rows = [_row(r, current.id) for r in await trio.to_thread.run_sync(self._store.list)]
-        if not any(r.current for r in rows):
-            rows.insert(0, _current_row(current))
+        found = [_row(r, current.id) for r in await trio.to_thread.run_sync(self._store.list)]
+        if not any(r.current for r in found):
+            found.insert(0, _current_row(current))
+        oneshots = [r for r in found if r.summary.oneshot and not r.current]
+        apps = [r for r in found if not r.summary.oneshot or r.current]
+        rows = apps + oneshots[:ONESHOT_ROWS]
         self.session_ids = [r.id for r in rows]
         return rows
 

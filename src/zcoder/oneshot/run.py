@@ -112,6 +112,8 @@ async def _main(config: Config, run: PreparedRun, output: Output, own: ChildServ
         output.note(choice.line)
     config = choice.config
     take_server_choice(run, config)
+    if not run.resumed:  # a session the app opens later is the app's (AgentBackend)
+        run.session.oneshot = True
     output.started(config, run.session, resumed=run.resumed)
     ended: tuple[TurnOutcome, int] | None = None
     try:

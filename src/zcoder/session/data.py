@@ -68,6 +68,9 @@ class Session:
     server: SessionServer | None = None
     # The --agent-name it ran under ("" none): --resume brings it back with the rest.
     agent_name: str = ""
+    # Begun by a one-shot run (zcoder -p) and not opened in the app since: /sessions lists
+    # such runs after the app's sessions, only the newest few, so scripts cannot bury them.
+    oneshot: bool = False
 
     def record_user_prompt(self, text: str) -> None:
         """Add a local user prompt to the ledger; the first non-blank one titles the session.
@@ -95,12 +98,18 @@ class SessionSummary:
     updated_at: float
     messages: int
     problem: str = ""
+    oneshot: bool = False
 
     @classmethod
     def of(cls, session: Session) -> SessionSummary:
         """The row of a session that was read (or is open) without a problem."""
         return cls(
-            session.id, session.title, session.model, session.updated_at, len(session.history)
+            session.id,
+            session.title,
+            session.model,
+            session.updated_at,
+            len(session.history),
+            oneshot=session.oneshot,
         )
 
 

@@ -89,6 +89,8 @@ def session_lines(rows: list[SessionRow], now: float) -> list[str]:
         title = shorten(one_line(row.title), 42)
         count = f"{row.messages} message{'' if row.messages == 1 else 's'}"
         detail = row.problem or f"{count}, {age(now - row.updated_at)}"
+        if row.summary.oneshot:
+            detail += ", a one-shot run"
         # A model file's name, not its path (as the status bar names it).
         out.append(f"{mark}{n:>3}. {title}  ({model_label(row.model)}; {detail})  {row.id}")
     return out
@@ -203,7 +205,10 @@ class SlashCommands:
         rows = await self.host.backend.list_sessions()
         lines = session_lines(rows, time.time())
         self._print("Sessions of this workspace and profile:", lines, hang=6)
-        self._notice("Switch with /sessions N or /sessions ID.")
+        more = ""
+        if any(row.summary.oneshot for row in rows):
+            more = " One-shot runs (zcoder -p) come last, the newest only; /sessions ID opens any."
+        self._notice(f"Switch with /sessions N or /sessions ID.{more}")
 
 
 Handler = Callable[[SlashCommands, str], Awaitable[None]]

@@ -194,6 +194,7 @@ class FakeSession:
     user_requests: list[str] = attrs.Factory(list)
     server: SessionServer | None = None
     agent_name: str = ""
+    oneshot: bool = False
 
     def record_user_prompt(self, text: str) -> None:
         self.user_requests.append(text)

@@ -7,7 +7,7 @@ from typing import Any, cast
 
 from prompt_toolkit.formatted_text import StyleAndTextTuples, to_plain_text
 
-from zcoder.app.main import _welcome
+from zcoder.app.welcome import welcome as print_welcome
 from zcoder.conversation import TranscriptEvent
 
 
@@ -43,7 +43,7 @@ def welcome(width: int, events: list[TranscriptEvent], **config: Any) -> str:
         model="qwen3-coder:latest", session_id="1796_01", session_events=lambda: events
     )
     screen = Screen(width)
-    _welcome(cast(Any, SimpleNamespace(**settings)), cast(Any, backend), cast(Any, screen))
+    print_welcome(cast(Any, SimpleNamespace(**settings)), cast(Any, backend), cast(Any, screen))
     return screen.text
 
 

@@ -8,7 +8,7 @@ import attrs
 
 from tests.app.test_welcome import Screen
 from zcoder.agent.connect import ServerChoice
-from zcoder.app.main import _welcome
+from zcoder.app.welcome import welcome as print_welcome
 from zcoder.config import RawOptions, load_config
 
 
@@ -22,7 +22,7 @@ class Backend:
 
 def lines(tmp_path: Path, choice: ServerChoice) -> list[str]:
     screen = Screen(200)
-    _welcome(choice.config, Backend(), screen, choice)  # type: ignore[arg-type]
+    print_welcome(choice.config, Backend(), screen, choice)  # type: ignore[arg-type]
     return screen.text.splitlines()
 
 
@@ -73,7 +73,7 @@ def test_a_session_opened_in_its_own_workspace_says_so(tmp_path: Path) -> None:
 
 
 def test_the_header_breaks_between_its_parts_never_inside_one() -> None:
-    from zcoder.app.main import header_rows
+    from zcoder.app.welcome import header_rows
 
     line = (
         "workspace /home/me/projects/weekly-digest-service · profile coding · session 17_41 (new)"

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from zcoder.app.welcome import REPLAY, not_shown
 from zcoder.commands import ParsedCommand
 from zcoder.errors import ZcoderError
 from zcoder.text.flat import one_line
@@ -23,7 +24,6 @@ from zcoder.ui.events import Notice, Refresh, Replay, WorkerEvent
 __all__ = ["IDLE", "IdleCommands"]
 
 _LIST_SECONDS = 10.0  # a listing the command needs (models, sessions) that hangs
-_REPLAY = 20  # a switched-to session's last entries, drawn again
 #: The commands whose idle-only forms run here (the UI runs the rest and the listings).
 IDLE = frozenset({"new", "model", "sessions", "compact", "undo", "rewind"})
 
@@ -85,12 +85,10 @@ class IdleCommands:
             send(Notice("That is the current session."))
             return False
         events = self._backend.switch_session(target)
-        send(Replay(tuple(events[-_REPLAY:])))
+        send(Replay(tuple(events[-REPLAY:])))
         send(Refresh())
-        hidden = len(events) - _REPLAY
-        entries = "entry" if hidden == 1 else "entries"
-        skipped = f" ({hidden} earlier {entries} not shown)" if hidden > 0 else ""
-        send(Notice(f"Switched to session {target}{skipped}."))
+        skipped = not_shown(len(events))
+        send(Notice(f"Switched to session {target}{f' ({skipped})' if skipped else ''}."))
         return True
 
     async def _compact(self, focus: str, send: Callable[[WorkerEvent], None]) -> bool:

@@ -29,12 +29,12 @@ import attrs
 import outcome
 import trio
 
-from zcoder import __version__
-from zcoder.agent.connect import ServerChoice, choose_server, describe, make_client
+from zcoder.agent.connect import ServerChoice, choose_server, make_client
 from zcoder.agent.model import ModelClient
 from zcoder.app.backend import AgentBackend
 from zcoder.app.idle import IdleCommands
 from zcoder.app.relay.link import RelayLink
+from zcoder.app.welcome import welcome
 from zcoder.app.worker import TurnWorker
 from zcoder.approval.questions import Answer, ApprovalRequest, Approver
 from zcoder.commands import complete
@@ -47,7 +47,7 @@ from zcoder.session.store import Session, SessionStore
 from zcoder.ui.agents_text import unavailable_line
 from zcoder.ui.backend import Unrun
 from zcoder.ui.events import ExitRequest, Intent, Show, UiEvent, WorkerEvent
-from zcoder.ui.text import model_label, one_line, shorten, visible, visible_text
+from zcoder.ui.text import one_line, shorten, visible_text
 
 if TYPE_CHECKING:
     from zcoder.ui.controller import Controller
@@ -71,7 +71,6 @@ _SCREEN_MODULES = (
     "zcoder.ui.wrap",
 )
 _SIGNALS = {signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP", signal.SIGINT: "SIGINT"}
-_REPLAY = 20
 
 
 @attrs.define
@@ -393,7 +392,7 @@ async def _run_root(
         await trio.to_thread.run_sync(_import_screen)
         terminal, controller = _make_screen(config, core, approver)
         state.request = lambda reason: terminal.post(ExitRequest(reason))
-        _welcome(config, backend, terminal, choice)
+        welcome(config, backend, terminal, choice)
         await root.start(_run_ui, terminal, root.cancel_scope)
         if problem:
             _log.warning("relay unavailable: %s", problem)
@@ -429,56 +428,3 @@ async def _run_ui(
         await terminal.run(task_status=task_status)
     finally:
         root.cancel()
-
-
-def header_rows(line: str, width: int) -> list[str]:
-    """The header's ``a · b · c`` parts packed into rows of ``width``: a row breaks only
-    between two parts (``session 1796_42`` never splits from its id), and a part too long
-    for a row of its own is word-wrapped there."""
-    rows: list[str] = []
-    for part in line.split(" · "):
-        if rows and len(rows[-1]) + 3 + len(part) <= width:
-            rows[-1] += " · " + part
-        else:
-            rows.append(part)
-    return rows
-
-
-def _welcome(
-    config: Config, backend: AgentBackend, terminal: Terminal, choice: ServerChoice | None = None
-) -> None:
-    from zcoder.ui.render import render_event
-    from zcoder.ui.wrap import wrap_fragments
-
-    resumed = backend.session_events()
-    # No host is named that was not found: the start-up check then says, once, what was
-    # tried (the client of a run that found none says it: ``connect.NoServer``).
-    if choice is None:  # not chosen (yet): only the configured host is known
-        server = f"host {config.host}"
-    else:
-        server = describe(config) if choice.found else "no model server found"
-    lines = [
-        f"zcoder {__version__} · model {model_label(backend.model)} · {server}",
-        f"workspace {config.workspace} · profile {config.profile} · session "
-        f"{backend.session_id}" + (" (resumed)" if config.resume else " (new)"),
-    ]
-    if config.agent_name:  # what other instances list, and what their /send @NAME reaches
-        lines[1] += f" · agent name {config.agent_name}"
-    if config.resume_note:  # a resumed session opened in its own workspace, not here
-        lines.append(config.resume_note)
-    if config.relay_problem:
-        lines.append(config.relay_problem)
-    if config.sandbox_note:  # the config file asked for the sandbox: commands ask instead
-        lines.append(config.sandbox_note)
-    width = terminal.width()
-    for line in lines:  # a long workspace path must split neither a word nor a phrase
-        for row in header_rows(line, width):
-            terminal.print_above(wrap_fragments(visible(row, "class:system"), width))
-    if len(resumed) > _REPLAY:  # say where the replay starts, as /sessions N does
-        hidden = len(resumed) - _REPLAY
-        entries = "entry" if hidden == 1 else "entries"
-        terminal.print_above([("class:dim", f"… {hidden} earlier {entries} not shown\n")])
-    for event in resumed[-_REPLAY:]:
-        terminal.print_above(render_event(event, width=width))
-    hint = "Type a message · /help for commands · Esc stops a turn · Ctrl-D quits"
-    terminal.print_above(wrap_fragments([("class:dim", hint)], width))

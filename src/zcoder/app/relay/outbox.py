@@ -34,12 +34,22 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 
+from zcoder.app.relay.receipt_words import (
+    ANSWERED,
+    answer_of,
+    changed_line,
+    entry_body,
+    first_words,
+    headline,
+    left_line,
+    naming,
+)
 from zcoder.conversation import TranscriptEvent
 from zcoder.errors import CommandError, RelayUnavailable
 from zcoder.relay.client import message_counter
 from zcoder.relay.envelope import Ack, Cancel, Enqueue, Receipt
 from zcoder.relay.limits import PROTOCOL_VERSION
-from zcoder.relay.outbox import GONE, WITHDRAWN, Outbox, Sent, standing
+from zcoder.relay.outbox import GONE, Outbox, Sent, standing
 from zcoder.text.ages import age
 from zcoder.text.flat import one_line
 from zcoder.text.visible import escape_controls
@@ -58,21 +68,7 @@ __all__ = [
 NO_RECEIPTS = "this peer sends no receipts"
 GONE_NOTE = "the receiver exited without reporting how it ended"
 EARLIER = "last known: sent by an earlier run, whose receipts cannot reach this one"
-_NAME_CHARS = 40
 _LIST_CHARS = 60  # a row of /agents sent
-_DOING = {
-    "held": "holds your message {m} for its user",
-    "started": "started your message {m}",
-    "waiting": "waits on your message {m}",
-    "completed": "completed your message {m}",
-    "blocked": "is blocked on your message {m}",
-    "failed": "failed your message {m}",
-    "cancelled": "cancelled your message {m}",
-    "dropped": "dropped your message {m}",
-    "denied": "denied your message {m}",
-}
-_GOES_ON = "goes on with your message {m}"  # ``started`` again, after ``waiting``
-_ANSWERED = ("completed", "blocked")  # the detail is an answer: the entry's body
 _CANCELLED = {
     "withdrawn": "Withdrawn: {t} removed message {m} from its queue; it will not run.",
     "too_late": "Too late: {t} has already started (or finished) message {m}; only its user "
@@ -80,71 +76,6 @@ _CANCELLED = {
     "unknown": "{t} has no message {m} of this instance waiting.",
     "unsupported": "{t} does not support cancel ({n}).",
 }
-
-
-def _first_line(text: str) -> str:
-    return next((one_line(line, 160) for line in text.splitlines() if line.strip()), "")
-
-
-def _first_words(sent: Sent, chars: int) -> str:
-    """Its first line in at most ``chars`` characters, ending in ``…`` when cut."""
-    words = one_line(sent.first_line)
-    if len(words) > chars:
-        words = words[: chars - 1].rstrip() + "…"
-    return escape_controls(words)
-
-
-def naming(sent: Sent) -> str:
-    """``#3 "update weeklyDigest.ts…"``: its number in ``/agents sent`` and first words."""
-    return f'#{sent.number} "{_first_words(sent, _NAME_CHARS)}"'
-
-
-def headline(sent: Sent, before: str = "") -> str:
-    """``⇄ weekly-digest (pid 7) failed your message #3 "update weeklyDigest.ts…": <why>``;
-    an answer (``completed``, ``blocked``) is the entry's body, never repeated here. A
-    ``started`` after ``waiting`` (``before``) says the turn goes on."""
-    said = "" if sent.state in _ANSWERED else escape_controls(_first_line(sent.detail))
-    tail = f": {said}" if said else ""
-    doing = _DOING.get(sent.state, sent.state + " your message {m}")
-    if sent.state == "started" and before == "waiting":
-        doing = _GOES_ON
-    if sent.state == "cancelled" and sent.detail == WITHDRAWN:  # our cancel, not its user's
-        doing = "removed your message {m} from its queue"
-    doing = doing.format(m=naming(sent))
-    return f"⇄ {sent.target} {doing}{tail}"
-
-
-_LEFT_WITH = {
-    "held": "holding your message {m} for its user",
-    "accepted": "with your message {m} still queued",
-}
-
-
-def left_line(sent: Sent) -> str:
-    """``⇄ beta (pid 7) is gone, holding your message #2 "…" for its user: …``: its
-    receiver left without a final report (the last one it sent is what is known)."""
-    doing = _LEFT_WITH.get(sent.state, "while running your message {m}")
-    return (
-        f"⇄ {sent.target} is gone, {doing.format(m=naming(sent))}: it exited without "
-        "reporting how the message ended, so whether it ran is not known"
-    )
-
-
-def changed_line(changed: str) -> str:
-    """``Changed: a.py, b.py`` from a receipt's ``changed`` lines; its notes (``(commands
-    ran too: ...)``, ``(and 3 more)``) follow the paths, and with no path it says so."""
-    lines = [line.strip() for line in changed.splitlines() if line.strip()]
-    paths = [escape_controls(line) for line in lines if not line.startswith("(")]
-    notes = [escape_controls(line) for line in lines if line.startswith("(")]
-    if paths:
-        return " ".join([f"Changed: {', '.join(paths)}", *notes])
-    notes = [note.removeprefix("(").removesuffix(")") for note in notes]
-    return "No file edited; " + "; ".join(notes) if notes else ""
-
-
-def _entry_body(sent: Sent) -> str:
-    said = sent.detail if sent.state in _ANSWERED else ""
-    return "\n".join(part for part in (said, changed_line(sent.changed)) if part)
 
 
 def rebuilt(events: Iterable[TranscriptEvent], clock: Callable[[], float] = time.time) -> Outbox:
@@ -168,19 +99,11 @@ def rebuilt(events: Iterable[TranscriptEvent], clock: Callable[[], float] = time
             )
         elif event.role == "relay" and meta.get("receipt") and (sent := box.get(mid)):
             detail = meta.get("detail", "")
-            if meta["receipt"] in _ANSWERED:
-                detail = _answer_of(event.text, meta.get("changed", ""))
+            if meta["receipt"] in ANSWERED:
+                detail = answer_of(event.text, meta.get("changed", ""))
             changed = meta.get("changed", "")
             box.apply(mid, sent.target_instance_id, meta["receipt"], detail, changed, at=event.at)
     return box
-
-
-def _answer_of(text: str, changed: str) -> str:
-    """The answer in a receipt entry's body (``_entry_body``): without its changed line."""
-    tail = changed_line(changed)
-    if tail and text.endswith(tail):
-        text = text[: -len(tail)]
-    return text.rstrip("\n")
 
 
 def _never(instance_id: str) -> bool:
@@ -279,11 +202,11 @@ class RelayOutbox:
             "headline": headline(sent, before),
             "message_id": sent.message_id,
         }
-        if sent.detail and sent.state not in _ANSWERED:
+        if sent.detail and sent.state not in ANSWERED:
             meta["detail"] = sent.detail
         if sent.changed:
             meta["changed"] = sent.changed
-        return TranscriptEvent(role="relay", text=_entry_body(sent), meta=meta)
+        return TranscriptEvent(role="relay", text=entry_body(sent), meta=meta)
 
     # -- the sender's side ------------------------------------------------------------------
 
@@ -334,7 +257,7 @@ class RelayOutbox:
                 state = f"{state} ({EARLIER})"
             lines.append(
                 f"{sent.number:>3}. {sent.message_id} → {sent.target} · {state} · "
-                f"{age(now - sent.updated_at)} · {_first_words(sent, _LIST_CHARS)}"
+                f"{age(now - sent.updated_at)} · {first_words(sent, _LIST_CHARS)}"
             )
         if others:
             lines.append(f"({elsewhere})")

@@ -11,12 +11,9 @@ that every task finishes (the queue empties: nothing hangs) and that nothing esc
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +21,7 @@ import pytest
 
 from tests.realmodel.llama_server import LlamaServer, missing_reason
 from tests.relay.helpers import PeerProcess
-from tests.ui.conftest import Launch, PtyDirs, status_line
+from tests.ui.conftest import Launch, PtyDirs, launching, private_dirs, status_line
 from tests.ui.pty_harness import PtyApp
 from zcoder.sandbox.probe import check_sandbox
 
@@ -41,25 +38,14 @@ HANG_GUARD = 600.0
 
 @pytest.fixture
 def dirs() -> Iterator[PtyDirs]:
-    root = Path(tempfile.mkdtemp(prefix="zs", dir="/tmp"))  # short: socket paths
-    made = PtyDirs(root, root / "h", root / "r", root / "r" / "agents", root / "ws")
-    for path in (made.home, made.runtime, made.workspace):
-        path.mkdir(mode=0o700)
-    os.chmod(root, 0o700)
-    try:
+    with private_dirs("zs") as made:
         yield made
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
 def launcher(dirs: PtyDirs) -> Iterator[Launch]:
-    launch = Launch(dirs)
-    try:
+    with launching(dirs) as launch:
         yield launch
-    finally:
-        for app in launch.apps:
-            app.terminate()
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -90,9 +91,11 @@ class Launch:
         return app
 
 
-@pytest.fixture
-def pty_dirs() -> Iterator[PtyDirs]:
-    root = Path(tempfile.mkdtemp(prefix="zp", dir="/tmp"))
+@contextmanager
+def private_dirs(prefix: str = "zp") -> Iterator[PtyDirs]:
+    """A private home, runtime, relay and workspace under a short /tmp root (socket paths),
+    removed after."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     dirs = PtyDirs(root, root / "h", root / "r", root / "r" / "agents", root / "ws")
     for path in (dirs.home, dirs.runtime, dirs.workspace):
         path.mkdir(mode=0o700)
@@ -104,14 +107,27 @@ def pty_dirs() -> Iterator[PtyDirs]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture
-def launch(pty_dirs: PtyDirs) -> Iterator[Launch]:
-    launcher = Launch(pty_dirs)
+@contextmanager
+def launching(dirs: PtyDirs) -> Iterator[Launch]:
+    """A ``Launch`` whose apps are all ended after."""
+    launcher = Launch(dirs)
     try:
         yield launcher
     finally:
         for app in launcher.apps:
             app.terminate()
+
+
+@pytest.fixture
+def pty_dirs() -> Iterator[PtyDirs]:
+    with private_dirs() as dirs:
+        yield dirs
+
+
+@pytest.fixture
+def launch(pty_dirs: PtyDirs) -> Iterator[Launch]:
+    with launching(pty_dirs) as launcher:
+        yield launcher
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from tests.agent.doubles import HANG, call, text, tools
 from tests.app.test_relay_app import Instance, pair, send, start
 from tests.relay.zsh_peer import ZshPeer
 from zcoder.agent.turns import TurnOutcome
-from zcoder.app.main import _dropped_lines
+from zcoder.app.exit import _dropped_lines
 from zcoder.app.relay.receipts import COMMANDS_NOTE, final_state
 from zcoder.config import RelaySettings
 from zcoder.conversation import TranscriptEvent

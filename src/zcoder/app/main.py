@@ -5,9 +5,9 @@ installs the signal handlers; ``trio_main`` makes the channels, the terminal, th
 the worker and the controller (each once, complete), then opens the root nursery with the
 app, the relay (when it runs here), the worker and the controller. Every exit (Ctrl-D,
 ``/quit``, SIGTERM, SIGHUP, a crash) cancels the root scope: the app leaves raw mode, Trio
-ends, the session is saved and released; only then does ``run_app`` print how to resume,
-any traceback, and the accepted relayed messages that had not run (dropped with the spool;
-read just before the relay shuts down).
+ends, the session is saved and released; only then does ``run_app`` print
+(``app/exit.py``) how to resume, any traceback, and the accepted relayed messages that had
+not run (dropped with the spool; read just before the relay shuts down).
 """
 
 from __future__ import annotations
@@ -16,11 +16,6 @@ import asyncio
 import importlib
 import logging
 import math
-import shutil
-import signal
-import sys
-import textwrap
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +27,7 @@ import trio
 from zcoder.agent.connect import ServerChoice, choose_server, make_client
 from zcoder.agent.model import ModelClient
 from zcoder.app.backend import AgentBackend
+from zcoder.app.exit import SIGNALS, Exit, report
 from zcoder.app.idle import IdleCommands
 from zcoder.app.relay.link import RelayLink
 from zcoder.app.welcome import welcome
@@ -45,9 +41,7 @@ from zcoder.runtime import open_runtime_dir
 from zcoder.sandbox.settle import status_label
 from zcoder.session.store import Session, SessionStore
 from zcoder.ui.agents_text import unavailable_line
-from zcoder.ui.backend import Unrun
 from zcoder.ui.events import ExitRequest, Intent, Show, UiEvent, WorkerEvent
-from zcoder.ui.text import one_line, shorten, visible_text
 
 if TYPE_CHECKING:
     from zcoder.ui.controller import Controller
@@ -70,22 +64,6 @@ _SCREEN_MODULES = (
     "zcoder.ui.terminal",
     "zcoder.ui.wrap",
 )
-_SIGNALS = {signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP", signal.SIGINT: "SIGINT"}
-
-
-@attrs.define
-class _Exit:
-    """How the run ended; filled in as it goes, read by ``run_app`` at the very end."""
-
-    reason: str = "user"
-    session_id: str = ""
-    resume: str = ""  # the command that reopens it (``Config.resume_command``)
-    saved: bool = False
-    crash: BaseException | None = None
-    request: Any = None  # set once Trio is up: callable(reason) that asks for the exit
-    pending: str = ""  # an exit asked for before Trio was ready
-    dropped: list[Unrun] = attrs.Factory(list)  # accepted relayed messages that never ran
-    told: bool = False  # their zcoder senders were sent a ``dropped`` receipt
 
 
 def run_app(config: Config, own: ChildServer | None = None) -> int:
@@ -95,73 +73,19 @@ def run_app(config: Config, own: ChildServer | None = None) -> int:
         run = prepare_or_say(config, warnings_to=runtime_dir / "zcoder.log")
         if isinstance(run, int):
             return run
-        state = _Exit(session_id=run.session.id)
+        state = Exit(session_id=run.session.id)
         try:
             asyncio.run(_host_main(config, run.store, run.session, state, runtime_dir, own))
         except BaseException as exc:  # the terminal is restored by now
             state.crash = state.crash or exc
-    return _report(state)
-
-
-def _report(state: _Exit) -> int:
-    try:
-        if state.crash is not None:
-            sys.stderr.write("zcoder crashed; the terminal was restored. Traceback:\n")
-            traceback.print_exception(state.crash, file=sys.stderr)
-        if state.saved:
-            sid = state.session_id
-            sys.stdout.write(f"Session {sid} saved. Resume with: {state.resume}\n")
-        sys.stdout.write(_dropped_lines(state.dropped, told=state.told))
-        sys.stdout.flush()
-    except OSError:
-        pass  # the terminal hung up: the session is saved all the same
-    if state.crash is not None:
-        return 1
-    signum = next((s for s, name in _SIGNALS.items() if name == state.reason), None)
-    return 128 + int(signum) if signum is not None else 0
-
-
-def _dropped_lines(dropped: list[Unrun], *, told: bool, width: int = 0) -> str:
-    """The exit's last lines: the relayed message it stopped and those it dropped, and
-    whether the senders were told (they are not when the exit cancelled the receipts with
-    everything else)."""
-    if not dropped:
-        return ""
-    receipt = "a cancelled or dropped" if any(u.running for u in dropped) else "a dropped"
-    why = f"zcoder senders get {receipt} receipt" if told else "their senders were not told"
-    width = width or shutil.get_terminal_size((80, 24)).columns
-    # Wrapped here: after the app, the terminal would cut words at its edge.
-    head = f"{_stopped_and_dropped(dropped).capitalize()} ({why}):"
-    lines = textwrap.wrap(head, width, subsequent_indent="  ", break_long_words=False)
-    for u in dropped:
-        task = shorten(one_line(u.task), 60)
-        how = "running, " if u.running else ""
-        item = f"- {how}from {visible_text(one_line(u.sender))}: {visible_text(task)}"
-        lines += textwrap.wrap(item, width, subsequent_indent="  ", break_long_words=False)
-    return "\n".join(lines) + "\n"
-
-
-def _stopped_and_dropped(dropped: list[Unrun]) -> str:
-    """``stopped 1 running relayed message and dropped 2 that had not run`` and the like."""
-    running = sum(u.running for u in dropped)
-    waiting = len(dropped) - running
-    parts = ["stopped 1 running relayed message"] if running else []
-    if waiting:
-        many = waiting > 1
-        noun = (
-            "that had not run"
-            if running
-            else (f"accepted relayed message{'s' if many else ''} that had not run")
-        )
-        parts.append(f"dropped {waiting} {noun}")
-    return " and ".join(parts)
+    return report(state)
 
 
 async def _host_main(
     config: Config,
     store: SessionStore,
     session: Session,
-    state: _Exit,
+    state: Exit,
     runtime_dir: Path,
     own: ChildServer | None,
 ) -> None:
@@ -183,7 +107,7 @@ async def _host_main(
 
     loop.set_exception_handler(on_loop_error)
     # Before Trio starts, so Trio leaves SIGINT to us (prompt_toolkit turns it into a key).
-    for signum, name in _SIGNALS.items():
+    for signum, name in SIGNALS.items():
         loop.add_signal_handler(signum, ask_exit, name)
     try:
         trio.lowlevel.start_guest_run(
@@ -207,7 +131,7 @@ async def _host_main(
                 ask_exit("SIGINT")
         result.unwrap()
     finally:
-        for signum in _SIGNALS:
+        for signum in SIGNALS:
             loop.remove_signal_handler(signum)
 
 
@@ -272,7 +196,7 @@ async def _trio_main(
     config: Config,
     store: SessionStore,
     session: Session,
-    state: _Exit,
+    state: Exit,
     runtime_dir: Path,
     own: ChildServer | None,
 ) -> None:
@@ -379,7 +303,7 @@ async def _run_root(
     config: Config,
     core: AppCore,
     approver: _LateApprover,
-    state: _Exit,
+    state: Exit,
     problem: str,
     choice: ServerChoice | None = None,
 ) -> None:

@@ -29,9 +29,16 @@ LATE = (
     "anyio",
 )
 
-# The screen: imported once the relay's manifest is published (``app.main._SCREEN_MODULES``,
-# in a worker thread), so that the relay answers while the first screen is being made.
-SCREEN = (
+# What runs after the relay's start (``app/root.py``: the model clients and the agent, the
+# screen): imported once the relay's manifest is published, in a worker thread, so that the
+# relay answers while the rest is loaded and the first screen is being made.
+AFTER_THE_RELAY = (
+    "httpx",
+    "zcoder.agent.connect",
+    "zcoder.app.backend",
+    "zcoder.app.core",
+    "zcoder.app.root",
+    "zcoder.tools",
     "prompt_toolkit",
     "prompt_toolkit.application",
     "pygments",
@@ -56,7 +63,6 @@ AGENTS_NEVER = (
     "httpx",
     "prompt_toolkit",
     "zcoder.app",
-    "zcoder.agent",
     "asyncio",
 )
 
@@ -79,14 +85,15 @@ def test_the_app_module_leaves_first_use_imports_for_later() -> None:
     assert sorted(loaded & set(LATE)) == []
 
 
-def test_the_app_module_leaves_the_screen_for_after_the_manifest() -> None:
+def test_the_app_module_leaves_all_but_the_relay_for_after_the_manifest() -> None:
     loaded = modules_after("import zcoder.app.main")
-    assert sorted(loaded & set(SCREEN)) == []
+    assert {"trio", "zcoder.app.relay.link", "zcoder.relay.service"} <= loaded
+    assert sorted(loaded & set(AFTER_THE_RELAY)) == []
 
 
-def test_the_screen_modules_load_the_screen() -> None:
-    loaded = modules_after("from zcoder.app.main import _import_screen\n_import_screen()")
-    assert sorted(set(SCREEN) - loaded) == []
+def test_the_rest_loads_the_model_clients_and_the_screen() -> None:
+    loaded = modules_after("from zcoder.app.main import _import_the_rest\n_import_the_rest()")
+    assert sorted(set(AFTER_THE_RELAY) - loaded) == []
 
 
 def test_version_loads_only_the_command_line() -> None:

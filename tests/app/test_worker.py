@@ -29,7 +29,7 @@ from tests.agent.doubles import (
 from tests.app.test_relay_app import Instance, start
 from tests.app.test_relay_receipts import receipts, reported
 from zcoder.agent.model import ChatRequest, ModelInfo
-from zcoder.app.main import AppCore, build_app
+from zcoder.app.core import AppCore, build_app
 from zcoder.approval.questions import Answer, ApprovalRequest, Approver
 from zcoder.commands import ParsedCommand, interpret
 from zcoder.config import RelaySettings

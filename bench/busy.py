@@ -11,6 +11,12 @@ new blocking connection. First ``IDLE_PINGS`` rounds while zcoder is idle; then 
 ``TURNS`` relayed messages at once (each accepted message runs as a relayed turn, one after
 another) and the pings go on, a round every ``GAP`` s, kept while zcoder's pong says
 ``busy``. Printed: p50 and p90 of each, and zcoder's ratio to the plain listener.
+
+Pinged in the same rounds too, as floors: the same minimal listener on Trio
+(``bench/probes.py`` ``TRIO_LISTENER``), once run by ``trio.run`` and once as a Trio guest
+on an asyncio loop, as the interactive app runs it (DESIGN.md section 1). What the guest
+adds to ``trio.run`` is the cost of guest mode itself: each wake-up goes from Trio's I/O
+thread through the asyncio loop back to Trio, before any of zcoder's own work.
 """
 
 from __future__ import annotations
@@ -32,7 +38,16 @@ from pathlib import Path
 
 import pexpect
 
-from bench.probes import LISTENER, frame, manifest, ping_frame, quantile, request, wait_until
+from bench.probes import (
+    LISTENER,
+    TRIO_LISTENER,
+    frame,
+    manifest,
+    ping_frame,
+    quantile,
+    request,
+    wait_until,
+)
 from tests.ui.pty_processes import FakeOllamaProcess
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,6 +64,10 @@ def _drain(child: pexpect.spawn, stop: threading.Event) -> None:
     while not stop.is_set():
         with contextlib.suppress(pexpect.TIMEOUT, pexpect.EOF):
             child.read_nonblocking(65536, timeout=0.05)
+
+
+def _running(proc: subprocess.Popen[bytes]) -> bool:
+    return proc.poll() is None
 
 
 def _register(relay: Path) -> str:
@@ -132,7 +151,8 @@ def measure(sources: dict[str, Path]) -> dict[str, list[float]]:
             {"chunks": [{"content": f"word{i} "} for i in range(CHUNKS)], "delay": DELAY}
         ],
     }
-    names = [*sources, "py"]
+    floors = {"trio": "run", "guest": "guest"}  # name -> TRIO_LISTENER's mode
+    names = [*sources, "py", *floors]
     samples: dict[str, list[float]] = {f"{p} {n}": [] for p in ("idle", "busy") for n in names}
     root = Path(tempfile.mkdtemp(prefix="zbb", dir="/tmp"))
     (root / "plain").mkdir(mode=0o700)
@@ -144,6 +164,12 @@ def measure(sources: dict[str, Path]) -> dict[str, list[float]]:
     drainers: list[threading.Thread] = []
     fake = FakeOllamaProcess(script, root)
     plain = subprocess.Popen([sys.executable, "-c", LISTENER, str(root / "plain")])
+    others: dict[str, subprocess.Popen[bytes]] = {}
+    for name, mode in floors.items():
+        (root / name).mkdir(mode=0o700)
+        others[name] = subprocess.Popen(
+            [sys.executable, "-c", TRIO_LISTENER, str(root / name), mode]
+        )
     try:
         for n, (name, src) in enumerate(sources.items()):
             children[name] = _spawn(src, root / f"z{n}", relays[name], fake.url)
@@ -156,8 +182,12 @@ def measure(sources: dict[str, Path]) -> dict[str, list[float]]:
         targets["py"] = wait_until(
             lambda: manifest(root / "plain"), lambda: plain.poll() is None, "a manifest"
         )
+        for name, proc in others.items():
+            targets[name] = wait_until(
+                functools.partial(manifest, root / name), functools.partial(_running, proc), name
+            )
         me = {name: _register(relay) for name, relay in relays.items()}
-        me["py"] = "1-bench"
+        me.update({key: "1-bench" for key in ("py", *floors)})
         time.sleep(1.0)  # the first screens and the warm-ups
         for _ in range(IDLE_PINGS):
             for key in random.sample(names, len(names)):
@@ -184,8 +214,9 @@ def measure(sources: dict[str, Path]) -> dict[str, list[float]]:
             drainer.join()
         for child in children.values():
             child.close(force=True)
-        plain.kill()
-        plain.wait()
+        for proc in (plain, *others.values()):
+            proc.kill()
+            proc.wait()
         fake.close()
         shutil.rmtree(root, ignore_errors=True)
 
@@ -213,6 +244,13 @@ def report(sources: dict[str, Path] | None = None) -> None:
             print(
                 f"  {name + ', ' + label:34}{z50 * 1000:>8.3f} ms{z90 * 1000:>8.3f} ms"
                 f"{z50 / p50:>10.2f}x{z90 / p90:>10.2f}x   ({len(z)} pings)"
+            )
+        for key, what in (("trio", "Trio listener, trio.run"), ("guest", "Trio listener, guest")):
+            f = samples[f"{phase} {key}"]
+            f50, f90 = quantile(f, 50), quantile(f, 90)
+            print(
+                f"  {what:34}{f50 * 1000:>8.3f} ms{f90 * 1000:>8.3f} ms"
+                f"{f50 / p50:>10.2f}x{f90 / p90:>10.2f}x   (floor)"
             )
         print(f"  {'plain Python, same rounds':34}{p50 * 1000:>8.3f} ms{p90 * 1000:>8.3f} ms")
 

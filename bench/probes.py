@@ -50,6 +50,51 @@ while True:
         conn.sendall(b"ZCODER-AGENT/1 %d\\n%s" % (len(out), out))
 """
 
+# The same listener on Trio (``serve_listeners``, a task a connection), run by
+# ``trio.run`` (argv[2] ``run``) or as the interactive app runs Trio: a guest on an asyncio
+# loop (``guest``, as ``app/main.py`` does). What these add to the plain listener is what
+# Trio and guest mode cost before any of zcoder's own work.
+TRIO_LISTENER = """\
+import asyncio, json, os, socket, sys, trio
+d, mode = sys.argv[1], sys.argv[2]
+name = f"a-{os.getpid()}-1"
+path = os.path.join(d, name + ".sock")
+
+async def handler(stream):
+    data = b""
+    while b"\\n" not in data:
+        data += await stream.receive_some(256)
+    head, _, body = data.partition(b"\\n")
+    size = int(head.split(b" ")[1])
+    while len(body) < size:
+        body += await stream.receive_some(size - len(body))
+    req = json.loads(body)
+    ack = {"protocol": 1, "type": "ack", "message_id": req["message_id"],
+           "status": "pong", "state": "ready"}
+    out = json.dumps(ack, separators=(",", ":")).encode()
+    await stream.send_all(b"ZCODER-AGENT/1 %d\\n%s" % (len(out), out))
+
+async def serve():
+    s = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    await s.bind(path)
+    s.listen(64)
+    tmp = os.path.join(d, ".tmp-" + name)
+    with open(tmp, "w") as f:
+        json.dump({"protocol": 1, "instance_id": name[2:], "pid": os.getpid(), "socket": path}, f)
+    os.rename(tmp, os.path.join(d, name + ".json"))
+    await trio.serve_listeners(handler, [trio.SocketListener(s)])
+
+async def host():
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    trio.lowlevel.start_guest_run(
+        serve, run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+        run_sync_soon_not_threadsafe=loop.call_soon, done_callback=done.set_result)
+    (await done).unwrap()
+
+trio.run(serve) if mode == "run" else asyncio.run(host())
+"""
+
 
 def memory_mib(pid: int) -> tuple[float, float]:
     """(RSS, PSS) of ``pid`` in MiB: PSS shares each page among the processes that map it,

@@ -19,12 +19,15 @@ import trio
 from tests.app.test_relay_app import send, start
 
 _OUTSIDE_THE_RELAY = ("zcoder.app", "zcoder.ui", "zcoder.agent", "zcoder.tools", "tests")
+# Where a connection is served: the accepting task (a request that needs no waiting), a
+# connection's own task (one that must wait), the serve_listeners-shaped handler.
+_LISTENER_ROOTS = ("_accept_loop", "_serve_rest_and_close", "handle_connection")
 
 
 def _in_listener(frame: FrameType | None) -> bool:
     while frame is not None:
         code = frame.f_code
-        if code.co_name == "handle_connection" and frame.f_globals.get("__name__") == (
+        if code.co_name in _LISTENER_ROOTS and frame.f_globals.get("__name__") == (
             "zcoder.relay.listener"
         ):
             return True
@@ -35,7 +38,7 @@ def _in_listener(frame: FrameType | None) -> bool:
 @contextmanager
 def calls_from_the_listener() -> Iterator[list[str]]:
     """Every Python function outside the relay package called from a frame whose stack
-    goes back to ``Listener.handle_connection``, while the block runs."""
+    goes back to where the listener serves a connection, while the block runs."""
     called: list[str] = []
 
     def profile(frame: FrameType, event: str, arg: object) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import os
 import socket
@@ -607,3 +608,89 @@ async def test_ping_and_enqueue_between_two_processes(short_tmp: Path) -> None:
         with trio.CancelScope(shield=True), trio.move_on_after(10):
             await proc.wait()
     assert proc.returncode is not None
+
+
+class _Spawns(trio.abc.Instrument):
+    def __init__(self) -> None:
+        self.spawned = 0
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.spawned += 1
+
+
+async def _written_before_the_accept(path: Path, data: bytes) -> bytes:
+    """Connect and write ``data`` before the listener can run (plain non-blocking socket,
+    no checkpoint in between), then read to the end: the request is whole when the
+    listener accepts it."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.setblocking(False)
+        sock.connect(os.fspath(path))
+        sock.send(data)
+        reply = bytearray()
+        while True:
+            await trio.lowlevel.wait_readable(sock)
+            chunk = sock.recv(4096)
+            if not chunk:
+                return bytes(reply)
+            reply += chunk
+
+
+async def test_a_whole_request_is_answered_by_the_accepting_task(short_tmp: Path) -> None:
+    # No task of its own: the ack is written in the pass that accepted the connection.
+    spool = FakeSpool()
+    listener = make_listener(spool, io_timeout=30.0)
+    spawns = _Spawns()
+    async with serving(listener, short_tmp / "a.sock") as path:
+        trio.lowlevel.add_instrument(spawns)
+        try:
+            pong = await _written_before_the_accept(path, frame(ping_obj()))
+            enqueue = enqueue_obj(message_id=f"{SENDER}-1")
+            ack = await _written_before_the_accept(path, frame(enqueue))
+        finally:
+            trio.lowlevel.remove_instrument(spawns)
+    assert pong.startswith(b"ZCODER-AGENT/1 ") and b'"status":"pong"' in pong
+    assert ack == ack_frame(f"{SENDER}-1", "accepted", queue_position=1)
+    assert spawns.spawned == 0
+    stats = listener.statistics()
+    assert (stats.handled, stats.answered, stats.dropped, stats.active) == (2, 2, 0, 0)
+
+
+async def test_a_request_still_arriving_gets_a_task_and_the_same_answer(short_tmp: Path) -> None:
+    listener = make_listener(io_timeout=30.0)
+    spawns = _Spawns()
+    data = frame(ping_obj())
+    async with serving(listener, short_tmp / "a.sock") as path:
+        trio.lowlevel.add_instrument(spawns)
+        try:
+            async with await trio.open_unix_socket(path) as stream:
+                await stream.send_all(data[:5])
+                await until(lambda: listener.statistics().active == 1)
+                await stream.send_all(data[5:])
+                reply = bytearray()
+                while chunk := await stream.receive_some():
+                    reply += chunk
+        finally:
+            trio.lowlevel.remove_instrument(spawns)
+    assert b'"status":"pong"' in reply
+    assert spawns.spawned == 1
+    stats = listener.statistics()
+    assert (stats.handled, stats.answered, stats.active) == (1, 1, 0)
+
+
+async def test_accept_rides_out_running_out_of_descriptors(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As trio.serve_listeners: EMFILE is logged and accept tried again, not an end.
+    listener = make_listener()
+    real_accept = trio.SocketListener.accept
+    failures = [OSError(errno.EMFILE, "Too many open files")]
+
+    async def accept(self: trio.SocketListener) -> trio.SocketStream:
+        if failures:
+            raise failures.pop()
+        return await real_accept(self)
+
+    monkeypatch.setattr(trio.SocketListener, "accept", accept)
+    async with serving(listener, short_tmp / "a.sock") as path:
+        pong = await client.ping(path, target_instance_id=ME, sender_instance_id=ME)
+    assert pong.status == "pong" and failures == []

@@ -1,16 +1,21 @@
-"""The receiving side: the instance's Unix socket, served by ``trio.serve_listeners``.
+"""The receiving side: the instance's Unix socket.
 
-``Listener.serve`` is ``trio.serve_listeners`` over the bound ``trio.SocketListener``: each
-accepted connection is a ``trio.SocketStream`` in a handler task of its own. Per
-connection, and nothing else: read one frame under ``io_timeout`` (header and payload
-together), validate it, run the sender check, store it through the spool, write one ack
-under ``io_timeout``, close. It never touches the agent, the session or the UI.
+``Listener.serve`` accepts on the bound ``trio.SocketListener`` as ``trio.serve_listeners``
+does (the same contract: ``started()`` once it accepts, accept errors of a full descriptor
+table ridden out), each accepted connection a ``trio.SocketStream``. Per connection, and
+nothing else: read one frame under ``io_timeout`` (header and payload together), validate
+it, run the sender check, store it through the spool, write one ack under ``io_timeout``,
+close. It never touches the agent, the session or the UI.
 
-The handler first takes what has already arrived (``wire.bytes_ready``, no waiting). If
-that is a whole request (the usual case: clients write right after connecting), it is
-answered there and then and takes no place under the cap; only a connection that must
-wait for the rest of its frame is admitted under ``max_connections``. Both give the same
-answers.
+The accepting task first takes what has already arrived (``wire.bytes_ready``, no
+waiting). If that is a whole request (the usual case: clients write right after
+connecting), it is answered and the socket closed there and then, in the scheduler pass
+that accepted it: no task of its own, no place under the cap (in the app each pass is a
+turn of the asyncio loop that hosts Trio). Only a connection that must wait for the rest
+of its frame (or, rarely, for its ack to be written) gets a task of its own in the
+listener's nursery, and only one waiting for its frame is admitted under
+``max_connections``. Both give the same answers. ``handle_connection`` is the same service
+as a ``trio.serve_listeners`` handler.
 
 What a peer gets:
 
@@ -38,13 +43,19 @@ What a peer gets:
 * an unexpected failure inside the spool or the sender check: closed without an answer
   (ambiguous for the sender, who retries once with the same id).
 
-The handler catches its own errors (an exception escaping a ``serve_listeners`` handler
-would end the app); ``trio.Cancelled`` propagates. ``verified`` passed to the spool is true
+Serving a connection catches its own errors (an exception escaping it would end the
+accept loop, hence the app); ``trio.Cancelled`` propagates. ``verified`` passed to the spool is true
 when the connecting process's pid (``SO_PEERCRED``) equals ``sender_pid``.
+
+Longer than 400 lines on purpose: a connection's service is one path from the accept to
+the close, split only where it must wait (``_start`` at once, ``_finish`` in a task), and
+the cap's bookkeeping belongs to the same connections; cut apart, the answer to a peer
+would be decided in two places.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import itertools
 import logging
@@ -84,6 +95,10 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
+# As trio.serve_listeners: out of descriptors or memory is a load to ride out, not an end.
+_ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+_ACCEPT_RETRY = 0.1
+
 # Called once a connection is found to wait for the rest of its frame; False: close it.
 Admit = Callable[[], bool]
 # zcoder's extension: decides a receipt or a cancel that passed the sender check, given
@@ -111,6 +126,17 @@ class ListenerStatistics:
     answered: int = 0  # an ack was written
     dropped: int = 0  # closed without an ack (EOF, stall, garbage, internal error)
     errors: int = 0  # unexpected exceptions caught in the handler
+
+
+@attrs.define
+class _Rest:
+    """A connection that could not be served without waiting: its frame so far, and the
+    ack's bytes the socket did not take at once (empty while the frame is incomplete)."""
+
+    stream: trio.abc.Stream
+    peer: PeerCred | None
+    decoder: FrameDecoder
+    unsent: bytes = b""
 
 
 class Listener:
@@ -156,36 +182,77 @@ class Listener:
         *,
         task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """``trio.serve_listeners`` with ``handle_connection``: accept until cancelled,
-        ``started()`` once the listeners accept, close them when it ends."""
-        await trio.serve_listeners(self.handle_connection, listeners, task_status=task_status)
+        """Accept on ``listeners`` until cancelled, ``started()`` once they accept, close
+        them when it ends (``trio.serve_listeners``' contract, and its handling of accept
+        errors). A connection that needs no waiting (the usual: its whole request has
+        arrived by the time it is accepted) is answered and closed by the accepting task in
+        the pass that accepted it; only one that must wait gets a task of its own, in this
+        nursery."""
+        async with trio.open_nursery() as nursery:
+            for listener in listeners:
+                nursery.start_soon(self._accept_loop, listener, nursery)
+            task_status.started(listeners)
+
+    async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+        async with listener:
+            while True:
+                try:
+                    stream = await listener.accept()
+                except OSError as exc:
+                    if exc.errno not in _ACCEPT_CAPACITY_ERRNOS:
+                        raise
+                    _log.error("relay accept failed (%s); again in %s s", exc, _ACCEPT_RETRY)
+                    await trio.sleep(_ACCEPT_RETRY)
+                    continue
+                rest = self._start_connection(stream)
+                if rest is None:
+                    stream.socket.close()  # SocketStream.aclose would add a scheduler pass
+                else:
+                    nursery.start_soon(self._serve_rest_and_close, rest)
+
+    async def _serve_rest_and_close(self, rest: _Rest) -> None:
+        try:
+            await self._serve_rest(rest)
+        finally:
+            await trio.aclose_forcefully(rest.stream)
 
     async def handle_connection(self, stream: trio.SocketStream) -> None:
-        """The ``serve_listeners`` handler: refuse another uid unread, else serve the
-        connection under the cap. ``serve_listeners`` closes the stream afterwards (one
-        close, not two: each is a scheduler pass and a raised ``Cancelled``). Never raises
-        but ``trio.Cancelled``."""
+        """The same service as a ``trio.serve_listeners`` handler (which closes the stream
+        afterwards). Never raises but ``trio.Cancelled``."""
+        rest = self._start_connection(stream)
+        if rest is not None:
+            await self._serve_rest(rest)
+
+    def _start_connection(self, stream: trio.SocketStream) -> _Rest | None:
+        """Refuse another uid unread, else serve the connection as far as it goes without
+        waiting (``_start``). Never raises."""
         try:
             peer = peer_credentials(stream)
             if peer is not None and peer.uid != self._uid:
                 self._stats.refused += 1
-                return
-            key = next(self._keys)
-            scope = trio.CancelScope()
-            try:
-                with scope:
-                    await self._serve(
-                        stream,
-                        peer,
-                        admit=functools.partial(self._admit, key, scope),
-                        on_answer=functools.partial(self._answering.add, key),
-                    )
-            finally:
-                self._waiting.pop(key, None)
-                self._answering.discard(key)
-        except Exception:  # a bug here must not end serve_listeners, hence the app
+                return None
+            return self._start(stream, peer)
+        except Exception:  # a bug here must not end the accept loop, hence the app
             self._stats.errors += 1
             _log.exception("relay connection failed")
+            return None
+
+    async def _serve_rest(self, rest: _Rest) -> None:
+        """What ``_start`` left, in the connection's own task, under the cap: a connection
+        still waiting for its frame holds a place (and may be shed), one writing its ack
+        never is. Never raises but ``trio.Cancelled``."""
+        key = next(self._keys)
+        scope = trio.CancelScope()
+        try:
+            with scope:
+                await self._finish(
+                    rest,
+                    admit=functools.partial(self._admit, key, scope),
+                    on_answer=functools.partial(self._answering.add, key),
+                )
+        finally:
+            self._waiting.pop(key, None)
+            self._answering.discard(key)
 
     def _admit(self, key: int, scope: trio.CancelScope) -> bool:
         """Give a waiting connection its place, shedding the oldest waiting one at the cap;
@@ -212,66 +279,121 @@ class Listener:
         """Serve one connection of any stream to its end, with no cap, and close it;
         never raises but ``trio.Cancelled``."""
         try:
-            await self._serve(stream, peer)
+            rest = self._start(stream, peer)
+            if rest is not None:
+                await self._finish(rest)
         finally:
             await trio.aclose_forcefully(stream)
 
-    async def _serve(
+    def _start(self, stream: trio.abc.Stream, peer: PeerCred | None) -> _Rest | None:
+        """Read what has arrived (no waiting) and, if that is a whole request, decide it and
+        write what the socket takes of the ack at once. ``None`` when the connection is
+        done (answered, or to be closed without an answer); else what is left: the rest of
+        the frame to wait for, or the rest of the ack to write. Never raises."""
+        self._stats.handled += 1
+        rest = _Rest(stream, peer, FrameDecoder(max_bytes=self._limits.max_bytes))
+        try:
+            ready = wire.bytes_ready(stream)
+            chunk = wire.receive_now(stream, min(ready, rest.decoder.wanted())) if ready else None
+            if chunk is None:
+                return rest  # nothing yet (or not a socket): wait for it
+            if not chunk:
+                self._ended(answered=False)
+                return None
+            payload = rest.decoder.feed(chunk)
+            if payload is None:
+                return rest  # a part of the frame: wait for the rest
+            ack: Ack | None = self._decide(payload, peer)
+        except FrameError as exc:
+            ack = self._refused_frame(exc, rest.decoder)
+        except trio.BrokenResourceError:
+            self._ended(answered=False)
+            return None
+        except Exception:
+            self._stats.errors += 1
+            _log.exception("relay connection failed")
+            self._ended(answered=False)
+            return None
+        if ack is None:
+            self._ended(answered=False)
+            return None
+        frame = self._frame(ack)
+        try:
+            sent = wire.send_now(stream, frame)  # a small ack: all of it, usually
+        except trio.BrokenResourceError:
+            self._ended(answered=False)
+            return None
+        if sent < len(frame):
+            rest.unsent = frame[sent:]
+            return rest
+        self._ended(answered=True)
+        return None
+
+    def _ended(self, *, answered: bool) -> None:
+        self._stats.answered += answered
+        self._stats.dropped += not answered
+
+    async def _finish(
         self,
-        stream: trio.abc.Stream,
-        peer: PeerCred | None,
+        rest: _Rest,
         *,
         admit: Admit | None = None,
         on_answer: Callable[[], None] | None = None,
     ) -> None:
-        """Read, decide and answer; the caller closes the stream. ``admit`` is asked once
-        the bytes already there are not a whole request, before waiting for more;
-        ``on_answer`` is called once the frame is read and decided, before the ack is
-        written."""
-        self._stats.handled += 1
+        """Wait for the rest of the frame (once ``admit`` gives the connection a place),
+        decide it, write the ack, each under ``io_timeout``; the caller closes the stream.
+        ``on_answer`` is called once the request is decided, before the ack is written."""
         answered = False
         try:
             with trio.move_on_after(self._io_timeout) as deadline:
-                ack = await self._read_and_decide(stream, peer, admit)
-                if ack is not None:
-                    if on_answer is not None:
-                        on_answer()
+                if not rest.unsent:
+                    ack = await self._read_rest_and_decide(rest, admit)
+                    if ack is None:
+                        return
+                    rest.unsent = self._frame(ack)
                     deadline.deadline = trio.current_time() + self._io_timeout
-                    frame = self._frame(ack)
-                    sent = wire.send_now(stream, frame)  # a small ack: all of it, usually
-                    if sent < len(frame):
-                        await stream.send_all(frame[sent:])
-                    answered = True
+                if on_answer is not None:
+                    on_answer()
+                await rest.stream.send_all(rest.unsent)
+                answered = True
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the peer hung up
         except Exception:
             self._stats.errors += 1
             _log.exception("relay connection failed")
         finally:
-            self._stats.answered += answered
-            self._stats.dropped += not answered
+            self._ended(answered=answered)
 
     def _frame(self, ack: Ack) -> bytes:
         return encode_frame(encode_envelope(ack), max_bytes=self._limits.max_bytes)
 
-    async def _read_and_decide(
-        self, stream: trio.abc.Stream, peer: PeerCred | None, admit: Admit | None
-    ) -> Ack | None:
-        """The answer to the connection's frame, or ``None`` to close without one (end of
-        stream mid-frame, not our protocol, not admitted). The caller's deadline bounds
-        the read."""
-        decoder = FrameDecoder(max_bytes=self._limits.max_bytes)
+    async def _read_rest_and_decide(self, rest: _Rest, admit: Admit | None) -> Ack | None:
+        """The answer to the connection's frame, once the rest of it has arrived, or
+        ``None`` to close without one (end of stream mid-frame, not admitted). The
+        caller's deadline bounds the read."""
         self._stats.active += 1
         try:
-            payload = await _read_frame(stream, decoder, admit)
+            if admit is not None and not admit():
+                return None
+            while True:
+                chunk = await rest.stream.receive_some(rest.decoder.wanted())
+                if not chunk:
+                    return None
+                payload = rest.decoder.feed(chunk)
+                if payload is not None:
+                    break
         except FrameError as exc:
-            _log.info("relay frame refused: %s", exc)
-            return _ack("", "invalid") if decoder.header_recognized else None
+            return self._refused_frame(exc, rest.decoder)
         finally:
             self._stats.active -= 1
-        if payload is None:
-            return None
-        return self._decide(payload, peer)
+        return self._decide(payload, rest.peer)
+
+    @staticmethod
+    def _refused_frame(exc: FrameError, decoder: FrameDecoder) -> Ack | None:
+        """A frame that breaks the format: ``invalid`` to a peer that spoke our magic,
+        else no answer (it does not speak this protocol)."""
+        _log.info("relay frame refused: %s", exc)
+        return _ack("", "invalid") if decoder.header_recognized else None
 
     def _decide(self, payload: bytes, peer: PeerCred | None) -> Ack:
         try:
@@ -306,28 +428,3 @@ def _ack(
     model_state: str | None = None,
 ) -> Ack:
     return Ack(1, "ack", message_id, status, queue_position, state, receipts, model_state)
-
-
-async def _read_frame(
-    stream: trio.abc.Stream, decoder: FrameDecoder, admit: Admit | None
-) -> bytes | None:
-    """The payload, or ``None`` at end of stream before it was complete or when ``admit``
-    refuses a connection that would have to wait."""
-    ready = wire.bytes_ready(stream)
-    if ready:  # a read that cannot wait: the whole request, usually
-        now = wire.receive_now(stream, min(ready, decoder.wanted()))
-        chunk = now if now is not None else await stream.receive_some(min(ready, decoder.wanted()))
-        if not chunk:
-            return None
-        payload = decoder.feed(chunk)
-        if payload is not None:
-            return payload
-    if admit is not None and not admit():
-        return None
-    while True:
-        chunk = await stream.receive_some(decoder.wanted())
-        if not chunk:
-            return None
-        payload = decoder.feed(chunk)
-        if payload is not None:
-            return payload

@@ -10,14 +10,14 @@ does, and a step that would block waits with ``trio.lowlevel.wait_readable`` /
 malformed frame) and ``EOFError`` (end of stream before the frame was complete); the caller
 owns the socket.
 
-The listener (``listener.py``) is served by ``trio.serve_listeners`` with
-``trio.SocketStream`` connections: ``open_unix_listener`` binds and listens,
+The listener (``listener.py``) accepts ``trio.SocketStream`` connections as
+``trio.serve_listeners`` does: ``open_unix_listener`` binds and listens,
 ``peer_credentials`` reads ``SO_PEERCRED`` and ``bytes_ready`` tells how much of a request
 has already arrived. ``receive_now`` and ``send_now`` read what has arrived and write what
 the socket takes at once without a pass through the scheduler: in the interactive app
 every pass is a turn of the asyncio loop that hosts Trio, which may come after a redraw,
-so a ping answered in one pass waits behind at most one (the stream's own calls remain
-for what would have to wait, under the caller's deadline).
+so a request that has arrived whole is answered in the pass that accepted it (the stream's
+own calls remain for what would have to wait, under the caller's deadline).
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ spread (min-max). Nothing is asserted.
 - zcoder, interactive, in a pty (as the pty tests start it: private ``ZCODER_HOME``,
   workspace, runtime and relay directories, the fake Ollama of ``tests/fakes``): the same
   figures (the placeholder that reserves the name is no manifest); then Ctrl-D.
+- the fixed stack alone (``STACK_PROBE``: Trio, asyncio, prompt_toolkit's app parts, attrs,
+  cattrs and httpx after one request to the fake Ollama, no zcoder code): its RSS and PSS
+  after ``--idle`` seconds, the floor under zcoder's idle memory.
 - ``zcoder --version`` and ``zcoder agents --json`` (one plain-Python listener live in its
   relay directory): wall time from spawn to exit.
 - ``import zcoder.app.main`` in a fresh interpreter: its time (measured inside the child,
@@ -54,6 +57,25 @@ from tests.ui.pty_processes import FakeOllamaProcess
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "qwen3-coder:latest"
+
+# The fixed stack alone, as an idle zcoder holds it and with none of zcoder's own code:
+# Trio, asyncio, the parts of prompt_toolkit an app is made of, attrs and cattrs, and httpx
+# with an AsyncClient that has made one request (to the fake Ollama, as the warm-up does).
+# Its memory is the floor under zcoder's idle figures.
+STACK_PROBE = """\
+import sys, time
+import asyncio, attrs, cattrs, httpx, trio
+import prompt_toolkit.application, prompt_toolkit.key_binding, prompt_toolkit.layout
+import prompt_toolkit.buffer, prompt_toolkit.styles
+
+async def main():
+    async with httpx.AsyncClient() as client:
+        await client.get(sys.argv[1] + "/api/tags")
+        print("ready", flush=True)
+        await trio.sleep_forever()
+
+trio.run(main)
+"""
 
 IMPORT_PROBE = """\
 import sys, time
@@ -152,6 +174,25 @@ def zcoder_interactive(src: Path, fake_url: str, idle: float) -> Sample:
             child.close(force=True)
 
 
+def stack_alone(fake_url: str, idle: float) -> Sample:
+    """``STACK_PROBE``'s memory after ``idle`` s (from the moment its request is done)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STACK_PROBE, fake_url],
+        env=child_env(REPO / "src"),
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != b"ready":
+            raise RuntimeError("the stack probe ended before its request")
+        time.sleep(idle)
+        rss, pss = memory_mib(proc.pid)
+        return {"rss": rss, "pss": pss}
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def command(argv: list[str], env: dict[str, str]) -> Sample:
     start = time.perf_counter()
     subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
@@ -223,6 +264,12 @@ def report(samples: dict[str, list[Sample]], tags: list[str], args: argparse.Nam
         print(
             f"{label:<28}" + "".join(f"{c:<{width}}" for c in cells) + col(plain, figure, 1, "MiB")
         )
+    stack = "the stack alone"
+    print(
+        f"  the fixed stack alone, no zcoder code (Trio, asyncio, prompt_toolkit, attrs, cattrs,"
+        f"\n  httpx after one request): RSS {col(stack, 'rss', 1, 'MiB')},"
+        f" PSS {col(stack, 'pss', 1, 'MiB')}"
+    )
     cells = [col(f"import zcoder.app.main{t}", "wall") for t in tags]
     print(f"{'import zcoder.app.main':<28}" + "".join(f"{c:<{width}}" for c in cells))
     counts = [
@@ -279,6 +326,7 @@ def main() -> None:
                 "plain-Python listener": lambda: listener_process(
                     [sys.executable, "-c", LISTENER, "{relay}"], args.idle
                 ),
+                "the stack alone": lambda: stack_alone(fake.url, args.idle),
                 "Zsh peer stand-in (Python)": lambda: listener_process(
                     [sys.executable, "-m", "tests.relay.zsh_peer", "--relay-dir", "{relay}"],
                     args.idle,

@@ -44,8 +44,8 @@ What a peer gets:
   (ambiguous for the sender, who retries once with the same id).
 
 Serving a connection catches its own errors (an exception escaping it would end the
-accept loop, hence the app); ``trio.Cancelled`` propagates. ``verified`` passed to the spool is true
-when the connecting process's pid (``SO_PEERCRED``) equals ``sender_pid``.
+accept loop, hence the app); ``trio.Cancelled`` propagates. ``verified`` passed to the
+spool is true when the connecting process's pid (``SO_PEERCRED``) equals ``sender_pid``.
 
 Longer than 400 lines on purpose: a connection's service is one path from the accept to
 the close, split only where it must wait (``_start`` at once, ``_finish`` in a task), and

@@ -35,7 +35,6 @@ import trio
 from zcoder.app.schedule import QueueState, next_work
 from zcoder.commands import ParsedCommand, interpret
 from zcoder.errors import ZcoderError
-from zcoder.memory import release_free_memory
 from zcoder.ui.events import (
     CancelTurn,
     Command,
@@ -149,7 +148,6 @@ class TurnWorker:
             state = QueueState(len(self._queue), runnable, self._last_was_relay)
             choice = next_work(state)
             if choice is None:
-                release_free_memory()  # what the work freed, while nothing runs
                 self._wake = trio.Event()
                 await self._wake.wait()
             elif choice == "relay":

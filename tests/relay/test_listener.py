@@ -694,3 +694,59 @@ async def test_accept_rides_out_running_out_of_descriptors(
     async with serving(listener, short_tmp / "a.sock") as path:
         pong = await client.ping(path, target_instance_id=ME, sender_instance_id=ME)
     assert pong.status == "pong" and failures == []
+
+
+async def _read_to_end(sock: socket.socket) -> bytes:
+    reply = bytearray()
+    while True:
+        await trio.lowlevel.wait_readable(sock)
+        try:
+            chunk = sock.recv(4096)
+        except ConnectionResetError:
+            return bytes(reply)
+        if not chunk:
+            return bytes(reply)
+        reply += chunk
+
+
+async def test_a_request_read_and_stored_as_it_is_shed_still_gets_its_ack(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The rest of A's frame arrives and wakes its read; in the same pass a newer connection
+    # at the cap sheds A. A's task still reads, decides and stores the message: its ack must
+    # go out (written at once, before any checkpoint), or the sender, retrying, would be
+    # told "duplicate" of a message it was never told was accepted.
+    spool = FakeSpool()
+    listener = make_listener(spool, io_timeout=30.0, max_connections=1)
+    real_receive = trio.SocketStream.receive_some
+    parked: list[trio.lowlevel.Task] = []
+
+    async def receive_some(self: trio.SocketStream, max_bytes: int | None = None) -> bytes:
+        if parked:
+            return await real_receive(self, max_bytes)
+        parked.append(trio.lowlevel.current_task())
+        # Woken by the I/O manager: a cancel arriving now is not delivered here.
+        await trio.lowlevel.wait_task_rescheduled(lambda _: trio.lowlevel.Abort.FAILED)
+        return os.read(self.socket.fileno(), max_bytes or 65536)
+
+    monkeypatch.setattr(trio.SocketStream, "receive_some", receive_some)
+    data = frame(enqueue_obj())
+    async with serving(listener, short_tmp / "a.sock") as path:
+        a = wire.connect_nowait(path)
+        assert a is not None
+        with a:
+            await wire.send_all(a, data[:20])
+            await until(lambda: bool(parked) and listener.statistics().active == 1)
+            await wire.send_all(a, data[20:])
+            b = wire.connect_nowait(path)
+            assert b is not None
+            with b:
+                await wire.send_all(b, b"ZCODER-AGENT/1")
+                try:
+                    await until(lambda: listener.statistics().shed == 1)
+                finally:
+                    trio.lowlevel.reschedule(parked[0])
+                with trio.fail_after(10):
+                    reply = await _read_to_end(a)
+    assert len(spool.items) == 1
+    assert reply == ack_frame(MID, "accepted", queue_position=1)

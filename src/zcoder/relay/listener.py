@@ -354,7 +354,11 @@ class Listener:
                     deadline.deadline = trio.current_time() + self._io_timeout
                 if on_answer is not None:
                     on_answer()
-                await rest.stream.send_all(rest.unsent)
+                # At once first: no checkpoint, so a request stored in the spool gets its
+                # ack even when a shed or a shut-down cancels this task meanwhile.
+                sent = wire.send_now(rest.stream, rest.unsent)
+                if sent < len(rest.unsent):
+                    await rest.stream.send_all(rest.unsent[sent:])
                 answered = True
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the peer hung up

@@ -19,8 +19,9 @@ plain-Python listener pinged in the same rounds (``bench/busy.py``).
 
 ``python bench/relay.py stalled``, ``python bench/relay.py receipts`` and ``python
 bench/relay.py busy`` print only that figure. The child processes are
-this file run with a role argument (``serve-zcoder``, ``serve-baseline``, ``serve-peers``);
-they print ``ready`` and serve until killed.
+this file run with a role argument (``serve-zcoder``, ``serve-baseline``, ``serve-peers``),
+importing this checkout's ``src`` whatever is installed; they print ``ready`` and serve
+until killed.
 """
 
 from __future__ import annotations
@@ -162,8 +163,15 @@ def serve_baseline(path: Path, spool: Path) -> None:
 @contextmanager
 def child(*args: str) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
     """Start this file with ``args``; yield it and the lines it printed before ``ready``."""
+    # This checkout's zcoder, whatever is installed (an editable install may point at
+    # another checkout), as bench/startup.py and bench/busy.py run theirs.
+    src = os.fspath(_HERE.parents[1] / "src")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, (src, os.environ.get("PYTHONPATH")))),
+    }
     proc = subprocess.Popen(
-        [sys.executable, os.fspath(_HERE), *args], stdout=subprocess.PIPE, text=True
+        [sys.executable, os.fspath(_HERE), *args], stdout=subprocess.PIPE, text=True, env=env
     )
     assert proc.stdout is not None
     lines: list[str] = []

@@ -357,9 +357,7 @@ def _shown(action: str, lines: list[str]) -> Notice | Lines:
     return Notice(" ".join(lines))
 
 
-def _as_typed(item: Prompt | Command) -> str:
-    """A queued item as the user typed it: a prompt that reads as a command was typed with
-    one more slash (``//new`` was sent as ``/new``), so it comes back with it."""
-    if isinstance(item, Command):
-        return item.text
+def _as_typed(item: Prompt) -> str:
+    """A queued prompt as the user typed it: one that reads as a command was typed with one
+    more slash (``//new`` was sent as ``/new``), so it comes back with it."""
     return item.text if interpret(item.text) == item.text else "/" + item.text

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING
 from zcoder import __version__
 from zcoder.agent.connect import ServerChoice, describe
 from zcoder.config import Config
+from zcoder.ui.render import render_event
 from zcoder.ui.text import model_label, visible
+from zcoder.ui.wrap import wrap_fragments
 
 if TYPE_CHECKING:
     from zcoder.app.backend import AgentBackend
@@ -44,9 +46,6 @@ def header_rows(line: str, width: int) -> list[str]:
 def welcome(
     config: Config, backend: AgentBackend, terminal: Terminal, choice: ServerChoice | None = None
 ) -> None:
-    from zcoder.ui.render import render_event
-    from zcoder.ui.wrap import wrap_fragments
-
     resumed = backend.session_events()
     # No host is named that was not found: the start-up check then says, once, what was
     # tried (the client of a run that found none says it: ``connect.NoServer``).

@@ -10,13 +10,11 @@ the token usage, the session id and the error.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from zcoder.agent.turns import OutcomeStatus
 from zcoder.conversation import ToolResult
-from zcoder.errors import ToolError
 from zcoder.live import (
     CommandsGranted,
     ContextFill,
@@ -27,7 +25,7 @@ from zcoder.live import (
     ToolUpdate,
 )
 from zcoder.oneshot.usage import Usage
-from zcoder.tools.patch import parse_patch
+from zcoder.tools.registry import Toolbox
 
 __all__ = ["MESSAGE_ROLES", "Report", "event_record", "tool_result_record"]
 
@@ -89,19 +87,6 @@ def _shown(workspace: Path, raw: str) -> str:
         return str(path)
 
 
-def _paths_written(name: str, arguments: Mapping[str, Any]) -> list[str]:
-    """The files a completed file-tool call changed, as its arguments name them."""
-    if name in ("write_file", "replace_text") and isinstance(arguments.get("path"), str):
-        return [arguments["path"]]
-    if name == "apply_patch" and isinstance(arguments.get("patch"), str):
-        try:
-            patches = parse_patch(arguments["patch"])
-        except ToolError:  # it applied, so it parses; never fail the report over it
-            return []
-        return [p for fp in patches for p in (fp.old_path, fp.new_path) if p is not None]
-    return []
-
-
 class Report:
     """What the result record says about the run's tool calls, files and tokens."""
 
@@ -125,7 +110,7 @@ class Report:
             "summary": event.result.summary,
         }
         if event.state == "completed":
-            for raw in _paths_written(event.name, event.arguments):
+            for raw in Toolbox.paths_written(event.name, event.arguments):
                 self._changed.setdefault(_shown(self._workspace, raw), None)
 
     def result(

@@ -24,6 +24,7 @@ from zcoder.tools.edit import REPLACE_TEXT, WRITE_FILE
 from zcoder.tools.finish import FINISH
 from zcoder.tools.fs import LIST_FILES, READ_FILE, READ_FILE_RANGE
 from zcoder.tools.output import cap_text
+from zcoder.tools.patch import parse_patch
 from zcoder.tools.relay_tools import AGENT_MESSAGE_STATUS, LIST_AGENTS, SEND_AGENT_MESSAGE
 from zcoder.tools.schema import check_arguments
 from zcoder.tools.search import SEARCH
@@ -47,14 +48,6 @@ _READ_ONLY = frozenset(
         AGENT_MESSAGE_STATUS,
     }
 )
-# The paths a file tool names in its arguments (a command's are not known beforehand).
-_WRITE_PATHS: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
-    "write_file": lambda a: [str(a.get("path", ""))],
-    "replace_text": lambda a: [str(a.get("path", ""))],
-    "apply_patch": lambda a: [
-        n for n in _PATCH_TARGET.findall(str(a.get("patch", ""))) if n != "/dev/null"
-    ],
-}
 
 
 def core_tools() -> list[Tool]:
@@ -148,9 +141,18 @@ class Toolbox:
 
     @staticmethod
     def paths_written(name: str, arguments: Mapping[str, Any]) -> list[str]:
-        """The workspace paths a file tool's call names (none for other tools)."""
-        pick = _WRITE_PATHS.get(name)
-        return [p for p in pick(arguments) if p] if pick is not None else []
+        """The workspace paths a file tool's call names, as the tool reads them (a patch
+        that does not parse writes nothing); none for other tools (a command's are not
+        known beforehand)."""
+        if name in ("write_file", "replace_text") and isinstance(arguments.get("path"), str):
+            return [arguments["path"]] if arguments["path"] else []
+        if name == "apply_patch" and isinstance(arguments.get("patch"), str):
+            try:
+                patches = parse_patch(arguments["patch"])
+            except ToolError:
+                return []
+            return [p for fp in patches for p in (fp.old_path, fp.new_path) if p is not None]
+        return []
 
     def target_of(self, name: str, arguments: Mapping[str, Any]) -> str:
         """A short one-line target for a tool card: a path, a command, a query..."""

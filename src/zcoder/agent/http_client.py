@@ -4,7 +4,8 @@ turned into zcoder's.
 
 ``OllamaClient`` and ``OpenAIClient`` differ only in their paths, their bodies and what an
 error status means on their server; they subclass ``HttpModelClient`` and say that in
-``_http_failure`` and ``_unavailable_text``.
+``_http_failure`` (what an unreachable server is told to do is its kind's:
+``_unavailable_text``).
 
 - A connection failure before any response byte is retried exactly once, after a short
   pause; a failure once the response has started, or an HTTP error status, never is.
@@ -99,8 +100,9 @@ class HttpModelClient:
 
     # -- what a subclass says about its server -------------------------------------------
     def _unavailable_text(self, reason: str) -> str:
-        """The one line for a server that cannot be reached."""
-        raise NotImplementedError
+        """The one line for a server that cannot be reached: its kind says how to start
+        it."""
+        return f"cannot reach {self.kind.name} at {self.base_url} ({reason}); {self.kind.start}"
 
     async def _http_failure(self, status: int, text: str, model: str) -> ModelHTTPError:
         """The error for an HTTP error status whose body said ``text``."""

@@ -83,9 +83,6 @@ class OllamaClient(HttpModelClient):
             # "not reported" rather than a failure.
             return None
 
-    def _unavailable_text(self, reason: str) -> str:
-        return f"cannot reach {self.kind.name} at {self.base_url} ({reason}); {self.kind.start}"
-
     async def _http_failure(self, status: int, text: str, model: str) -> ModelHTTPError:
         missing = status == 404 and bool(model) and "model" in text.lower()
         openai = status == 404 and not missing and await self._speaks_openai()

@@ -160,9 +160,6 @@ class OpenAIClient(HttpModelClient):
             return False
         return True
 
-    def _unavailable_text(self, reason: str) -> str:
-        return f"cannot reach {self.kind.name} at {self.base_url} ({reason}); {self.kind.start}"
-
     async def _http_failure(self, status: int, text: str, model: str) -> ModelHTTPError:
         missing = status == 404 and bool(model) and "model" in text.lower()
         return ModelHTTPError(status, text, model_missing=missing)

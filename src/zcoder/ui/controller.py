@@ -30,7 +30,6 @@ from zcoder.ui.events import (
     WorkerEvent,
 )
 from zcoder.ui.presenter import Presenter
-from zcoder.ui.render import render_block
 from zcoder.ui.slash import SlashCommands
 from zcoder.ui.terminal import Terminal
 
@@ -163,8 +162,7 @@ class Controller:
         self.view.notice(text, role)
 
     def print_block(self, title: str, lines: list[str], hang: int | None = None) -> None:
-        terminal = self.terminal
-        terminal.print_above(render_block(title, lines, terminal.width(), hang=hang))
+        self.presenter.print_block(title, lines, hang)
 
     def show(self, event: TranscriptEvent) -> None:
         self.view.show(event)

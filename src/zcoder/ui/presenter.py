@@ -61,13 +61,16 @@ class Presenter:
         elif isinstance(event, Refresh):
             self.refresh_status()
         elif isinstance(event, Lines):
-            width = self.terminal.width()
-            block = render_block(event.title, list(event.lines), width, hang=event.hang)
-            self.terminal.print_above(block)
+            self.print_block(event.title, list(event.lines), event.hang)
         elif isinstance(event, Replay):
             for entry in event.events:
                 self.view.show(entry)
         self.terminal.invalidate()
+
+    def print_block(self, title: str, lines: list[str], hang: int | None = None) -> None:
+        """A titled block of lines above the app, at the terminal's width."""
+        width = self.terminal.width()
+        self.terminal.print_above(render_block(title, lines, width, hang=hang))
 
     def _live(self, show: Show) -> None:
         event = show.event

@@ -31,6 +31,7 @@ def test_a_receipt_is_taken_only_from_the_receiver_a_message_was_sent_to() -> No
     mid = f"{ME}-1"
     assert box.handle(receipt(mid, "started"), verified=True) == "invalid"  # never sent
     box.expect(mid, RECEIVER)
+    box.confirm(mid, stored=True)
     assert box.handle(receipt(mid, "started"), verified=False) == "invalid"
     assert box.handle(receipt(mid, "started", sender=SENDER), verified=True) == "invalid"
     assert changes.count == 0 and box.take_receipts() == []
@@ -69,3 +70,28 @@ def test_a_cancel_of_another_senders_message_or_without_a_spool(short_tmp: Path)
     assert box.handle(Cancel(1, "cancel", mid, ME, SENDER, 42110, 0), verified=True) == "too_late"
     none, _ = intake(None)
     assert none.handle(Cancel(1, "cancel", mid, ME, SENDER, 42110, 0), verified=True) == "unknown"
+
+
+def test_a_receipt_before_the_ack_is_held_until_the_send_is_confirmed() -> None:
+    # A quick receiver stores the message, writes its ack and says "held" at once: the
+    # receipt may reach the listener before the sending task has read that ack.
+    box, changes = intake()
+    mid = f"{ME}-1"
+    box.expect(mid, RECEIVER)  # as the send goes out
+    assert box.handle(receipt(mid, "held"), verified=True) == "accepted"
+    assert box.take_receipts() == []  # not before the sender has recorded the message
+    box.confirm(mid, stored=True)
+    assert changes.count == 2  # the receipt's, then the confirmation's: the app looks again
+    assert [r.state for r in box.take_receipts()] == ["held"]
+    assert box.handle(receipt(mid, "started"), verified=True) == "accepted"
+    assert [r.state for r in box.take_receipts()] == ["started"]
+
+
+def test_a_send_that_was_not_stored_takes_no_receipts() -> None:
+    box, _ = intake()
+    mid = f"{ME}-1"
+    box.expect(mid, RECEIVER)
+    assert box.handle(receipt(mid, "held"), verified=True) == "accepted"
+    box.confirm(mid, stored=False)  # refused, or the send failed
+    assert box.take_receipts() == []
+    assert box.handle(receipt(mid, "started"), verified=True) == "invalid"

@@ -301,7 +301,7 @@ class RelayLink:
     ) -> tuple[Enqueue, Ack]:
         """Send ``message`` to ``peer`` with an id past ``after`` (the sent list's last
         number); the envelope and the receiver's ack. When the receiver stored it, its
-        receipts will be taken."""
+        receipts are taken, also one that came before the ack."""
         if self.off:
             raise RelayUnavailable(self.reason)
         self.service.health.check_dir()  # nothing is sent from a directory that became unsafe
@@ -312,15 +312,21 @@ class RelayLink:
         except ValueError as exc:
             raise RelayError(f"the message cannot be sent: {exc}") from None
         settings = self.config.relay
-        ack = await client.send(
-            Path(peer.manifest.socket),
-            envelope,
-            io_timeout=settings.io_timeout,
-            max_bytes=settings.max_bytes,
-        )
-        if ack.stored:
-            self.service.intake.expect(envelope.message_id, envelope.target_instance_id)
-        else:
+        intake = self.service.intake
+        # Before the send: the receiver may report on it before its ack reaches us.
+        intake.expect(envelope.message_id, envelope.target_instance_id)
+        stored = False
+        try:
+            ack = await client.send(
+                Path(peer.manifest.socket),
+                envelope,
+                io_timeout=settings.io_timeout,
+                max_bytes=settings.max_bytes,
+            )
+            stored = ack.stored
+        finally:
+            intake.confirm(envelope.message_id, stored=stored)
+        if not stored:
             self.service.refused(envelope)  # stored nowhere: its id goes to the next message
         return envelope, ack
 

@@ -242,3 +242,20 @@ def _copy(s: Session) -> Session:
         created_at=s.created_at, updated_at=s.updated_at, history=list(s.history),
         events=list(s.events), user_requests=list(s.user_requests),
     )  # fmt: skip
+
+
+def test_a_one_shot_session_opened_in_the_app_stays_an_app_session(store: SessionStore) -> None:
+    # /sessions lists a one-shot run's session apart; once the app has opened and saved it,
+    # it is one of the app's, also when that save is a journal entry.
+    s = store.create("m")
+    s.oneshot = True
+    _turn(s, 0)
+    store.save(s)
+    s = _reopen(store, s)
+    assert s.oneshot
+    s.oneshot = False
+    _turn(s, 1)
+    store.save(s)
+    last = json.loads(_path(store, s).read_bytes().splitlines()[-1])
+    assert last["set"]["oneshot"] is False
+    assert not _reopen(store, s).oneshot

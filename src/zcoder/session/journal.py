@@ -25,6 +25,7 @@ from zcoder import strict_json
 __all__ = [
     "FORMAT_VERSION",
     "MAX_FILE_BYTES",
+    "SETTABLE",
     "Decoded",
     "decode",
     "encode_entry",
@@ -35,7 +36,10 @@ FORMAT_VERSION = 2
 LEGACY_FORMAT = 1
 MAX_FILE_BYTES = 64 * 1024 * 1024  # a file larger than this is refused as damaged
 _LISTS = frozenset({"history", "events", "user_requests"})
-_SETTABLE = frozenset({"model", "title", "server", "agent_name", "updated_at"})
+# The fields a journal entry may set: ``updated_at`` with every save, the others when they
+# changed (``saves.py``).
+SETTABLE = ("model", "title", "server", "agent_name", "oneshot")
+_SETTABLE = frozenset({*SETTABLE, "updated_at"})
 
 
 @attrs.frozen

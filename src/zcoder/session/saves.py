@@ -64,7 +64,7 @@ def _append(saved: SavedFile, image: Session, seq: int, directory: Path) -> Save
     changed.update(
         {
             k: converter.unstructure(getattr(image, k))
-            for k in ("model", "title", "server", "agent_name")
+            for k in journal.SETTABLE
             if getattr(image, k) != getattr(old, k)
         }
     )

@@ -313,3 +313,22 @@ async def test_a_claim_that_found_nothing_is_not_retried_until_the_relay_changes
         assert await b.backend.runner.run_relay_turn() is True
         assert "first task" in last_user_message(b.client)
         nursery.cancel_scope.cancel()
+
+
+async def test_a_refused_agents_action_still_tells_what_arrived_before_it(
+    short_tmp: Path,
+) -> None:
+    # /agents takes in the relay's news before it acts; when the action is then refused,
+    # what the news caused (here: a message held) is told all the same, not lost.
+    async with trio.open_nursery() as nursery:
+        a = await start(nursery, short_tmp, "alpha")
+        # No follower: the news waits for the /agents command, as when the worker's
+        # follower has not looked yet.
+        b = await start(nursery, short_tmp, "beta", relay=held_settings(short_tmp), follow=False)
+        assert await send(a, b, "first task") == "accepted"
+        await settle()
+        assert not any("Relayed message 1" in n for n in notices(b))
+        with pytest.raises(ZcoderError, match="takes no argument"):
+            b.backend.runner.relay_control("hold now")
+        assert any("Relayed message 1 from alpha" in n and "held" in n for n in notices(b))
+        nursery.cancel_scope.cancel()

@@ -172,6 +172,9 @@ class TurnRunner:
 
     def relay_control(self, action: str) -> list[str]:
         """``/agents ACTION`` as the worker runs it (what may run changes); the lines."""
+        # The news first, and said even when the action is then refused: a sync's notices
+        # (the one "relay unavailable" line, a held message) are not told twice.
+        self._say(self._inbox.sync())
         lines, shown = self._inbox.change(action)
         self._say(shown)
         return lines

@@ -192,23 +192,22 @@ class RelayInbox:
 
     def change(self, action: str) -> tuple[list[str], list[Say]]:
         """``/agents pause|resume|hold|accept|approve N|deny N`` (a resume also ends an
-        Escape stop), after the news (and the queries, read after it): the lines to show,
-        and the notices the action caused;
+        Escape stop), once the caller has taken in the news (``sync``: the numbers and the
+        queries read after it): the lines to show, and the notices the action caused;
         ``ZcoderError`` for a bad action or a switch while the relay is not running."""
         verb, _, arg = action.partition(" ")
         arg = arg.strip()
-        shown = self.sync()
         if verb in INBOX_ACTIONS:
             lines, effects = self._inbox_change(verb, arg)
-            return lines, shown + self._perform(effects)
+            return lines, self._perform(effects)
         if action not in ("", "pause", "resume"):
             raise CommandError(_USAGE.format(action=action))
         if not action:
-            return self.query(""), shown
+            return self.query(""), []
         if action == "resume" and self.inbound.go_on() and self.status()[0] != "paused":
-            return [RUNS_AGAIN], shown  # only stopped: nothing to switch in the relay
+            return [RUNS_AGAIN], []  # only stopped: nothing to switch in the relay
         self._link.switch(action)
-        return agents_lines(action, self._link.view(self.inbound.running is not None)), shown
+        return agents_lines(action, self._link.view(self.inbound.running is not None)), []
 
     def _inbox_change(self, verb: str, arg: str) -> tuple[list[str], list[Effect]]:
         if verb in ("hold", "accept") and arg:

@@ -204,6 +204,9 @@ class Config:
     # Said once at start-up: the config file asked for the sandbox, which cannot work
     # here, so commands ask instead (``zcoder.sandbox.settle``); "" otherwise.
     sandbox_note: str = ""
+    # Whose commands ("user": local turns, "relay": relayed ones) the config file meant to
+    # sandbox and now ask instead: their questions say they run outside the sandbox.
+    unsandboxed: frozenset[str] = frozenset()
 
     def resume_command(self, session_id: str) -> str:
         """How to reopen ``session_id``: with ``--gguf FILE`` when zcoder started the model

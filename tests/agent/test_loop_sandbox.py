@@ -131,6 +131,22 @@ async def test_a_sandbox_asked_for_but_unusable_never_runs_unconfined(
 async def test_commands_that_ask_instead_of_the_sandbox_say_so(tmp_path: Path) -> None:
     replies = [tools(call("run_command", command="make")), text("ok")]
     note = "config file x: command_policy = ...; commands ask instead"
-    agent, _, approver, _ = rig(tmp_path, replies, "y", sandbox_note=note)
+    agent, _, approver, _ = rig(
+        tmp_path, replies, "y", sandbox_note=note, unsandboxed=frozenset({"user"})
+    )
     await agent.run_turn(TurnRequest("user", "build"))
     assert [q.outside_sandbox for q in approver.asked] == ["the sandbox cannot work here"]
+
+
+async def test_a_local_question_says_nothing_of_a_sandbox_meant_for_relayed_turns(
+    tmp_path: Path,
+) -> None:
+    # Only [relay] commands asked for the sandbox: a local turn's commands were always
+    # asked, and their question does not claim to run outside a sandbox.
+    replies = [tools(call("run_command", command="make")), text("ok")]
+    note = 'config file x: [relay] commands = "sandbox": ...; commands ask instead'
+    agent, _, approver, _ = rig(
+        tmp_path, replies, "y", sandbox_note=note, unsandboxed=frozenset({"relay"})
+    )
+    await agent.run_turn(TurnRequest("user", "build"))
+    assert [q.outside_sandbox for q in approver.asked] == [""]

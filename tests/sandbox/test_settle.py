@@ -66,6 +66,17 @@ def test_a_config_file_asking_for_it_makes_commands_ask_and_says_so(tmp_path: Pa
     )
 
 
+def test_the_questions_that_say_unsandboxed_are_those_of_the_turns_meant_for_it(
+    tmp_path: Path,
+) -> None:
+    relayed = settle(tmp_path, RawOptions(), {}, '[relay]\ncommands = "sandbox"\n')
+    assert relayed.unsandboxed == {"relay"}  # local turns' commands always asked
+    every = settle(tmp_path, RawOptions(), {}, 'command_policy = "sandbox"\n')
+    assert every.unsandboxed == {"user", "relay"}  # relayed ones follow the policy
+    file = 'command_policy = "sandbox"\n[relay]\ncommands = "deny"\n'
+    assert settle(tmp_path, RawOptions(), {}, file).unsandboxed == {"user"}
+
+
 def test_nothing_is_probed_when_nothing_asks_for_it(tmp_path: Path) -> None:
     home = tmp_path / "zh"
     layers, config = load_layers(RawOptions(workspace=str(tmp_path)), {"ZCODER_HOME": str(home)})

@@ -255,7 +255,7 @@ class Approvals:
             return refusal(verdict.reason or denial_text(command), "denied", card)
         _, a_grants = apply_answer("a", origin=self._origin, profile=config.profile)
         outside = f"its reason: {_outside_asked(call)}" if verdict.outside else ""
-        if config.sandbox_note and not outside:
+        if self._origin in config.unsandboxed and not outside:
             outside = _UNSANDBOXED_TEXT  # asked for, but it cannot work: say so
         question = ApprovalRequest(
             kind="command",

@@ -47,19 +47,23 @@ def settle_sandbox(
         return config
     why = f"the sandbox cannot work here: {found.line()}"
     notes = []
+    unsandboxed: set[str] = set()
     if config.command_policy == "sandbox":
         if layers.opts.sandbox or "ZCODER_COMMAND_POLICY" not in layers.from_file:
             flag = "--sandbox" if layers.opts.sandbox else "ZCODER_COMMAND_POLICY=sandbox"
             raise ConfigError(flag, why)
         config = attrs.evolve(config, command_policy="ask")
         notes.append('command_policy = "sandbox"')
+        # A relayed turn's commands follow the policy unless [relay] commands says more.
+        unsandboxed.update(("user", "relay") if config.relay.commands == "ask" else ("user",))
     if config.relay.commands == "sandbox" and not config.relay_problem:
         if "ZCODER_RELAY_COMMANDS" not in layers.from_file:
             raise ConfigError("ZCODER_RELAY_COMMANDS=sandbox", why)
         config = attrs.evolve(config, relay=attrs.evolve(config.relay, commands="ask"))
         notes.append('[relay] commands = "sandbox"')
+        unsandboxed.add("relay")
     note = f"config file {layers.path}: {' and '.join(notes)}: {why}; commands ask instead"
-    return attrs.evolve(config, sandbox_note=note)
+    return attrs.evolve(config, sandbox_note=note, unsandboxed=frozenset(unsandboxed))
 
 
 def status_label(config: Config) -> str:

@@ -172,10 +172,6 @@ def denial_text(command: str) -> str:
     return f"user denied command: {command}"
 
 
-def _inside(path: PurePath, root: PurePath) -> bool:
-    return path == root or root in path.parents
-
-
 _GIT_DIR = re.compile(r"(?:^|[\s/'\"=:;|&<>(])\.git(?:$|[\s/'\";|&<>)])")
 _GIT_CONFIG = re.compile(r"\bgit\b[^;|&\n]*\b(?:config|hooks?|core\.hookspath)\b", re.I)
 
@@ -212,6 +208,6 @@ def control_file(
             return f"{shown} is part of a git repository's own data (.git)"
         if path.name == "AGENTS.md":
             return f"{shown} holds project instructions (the AGENTS.md chain)"
-        if _inside(path, home):
+        if path.is_relative_to(home):
             return f"{shown} is zcoder's own configuration ({home})"
     return ""

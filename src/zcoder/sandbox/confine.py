@@ -56,7 +56,7 @@ def _real(paths: Iterable[Path | str]) -> list[Path]:
 
 
 def _under(path: Path, roots: Iterable[Path]) -> bool:
-    return any(path == r or r in path.parents for r in roots)
+    return any(path.is_relative_to(r) for r in roots)
 
 
 def confinement_for(config: Config, bwrap: str, env: Mapping[str, str]) -> Confinement:

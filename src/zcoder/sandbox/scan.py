@@ -54,7 +54,7 @@ class _Found:
         self.seen: dict[Path, tuple[int, int]] = {}
 
     def inside(self, path: Path) -> bool:
-        return path == self.workspace or self.workspace in path.parents
+        return path.is_relative_to(self.workspace)
 
     def protect(self, path: Path, kind: str = "file") -> None:
         """``path`` read-only where it leads; masked when nothing is there yet."""
@@ -86,7 +86,7 @@ class _Found:
             dirs.update(p for p in path.parents if self.workspace in p.parents)
         # Inside a read-only directory nothing can be renamed anyway.
         ro = list(self.readonly)
-        kept = (d for d in dirs if not any(d == r or r in d.parents for r in ro))
+        kept = (d for d in dirs if not any(d.is_relative_to(r) for r in ro))
         return tuple(sorted(kept, key=lambda p: (len(p.parts), p)))
 
     def dot_git(self, path: Path) -> None:

@@ -102,12 +102,10 @@ class Snapshot:
 @attrs.frozen
 class Change:
     """One path two trees differ in: ``A`` created, ``D`` deleted, ``M`` changed (its
-    content, its mode or its kind); ``None`` where it is absent."""
+    content, its mode or its kind)."""
 
     status: str
     path: str
-    old: Entry | None
-    new: Entry | None
 
 
 def _user_env() -> dict[str, str]:
@@ -320,11 +318,10 @@ class ShadowGit:
         for head, path in zip(fields[0::2], fields[1::2], strict=False):
             if not head.startswith(b":"):
                 continue
-            old_mode, new_mode, old_oid, new_oid, _ = head[1:].decode().split(" ")
-            old = None if set(old_oid) == {"0"} else Entry(old_mode, old_oid)
-            new = None if set(new_oid) == {"0"} else Entry(new_mode, new_oid)
-            kind = "A" if old is None else "D" if new is None else "M"
-            out.append(Change(kind, os.fsdecode(path), old, new))
+            _, _, old_oid, new_oid, _ = head[1:].decode().split(" ")
+            # An all-zero id: the path is absent from that tree.
+            kind = "A" if set(old_oid) == {"0"} else "D" if set(new_oid) == {"0"} else "M"
+            out.append(Change(kind, os.fsdecode(path)))
         return out
 
     async def entries(self, tree: str, paths: Iterable[str]) -> dict[str, Entry]:

@@ -23,15 +23,15 @@ from zcoder.errors import FrameError, RelayError, RelayTransportError
 from zcoder.relay.envelope import Ack
 from zcoder.relay.limits import DEFAULT_MAX_BYTES
 from zcoder.relay.manifest import Manifest
+from zcoder.relay.paths import manifest_name
 from zcoder.relay.ping import (
     PendingPing,
     broke,
     closed_early,
     connect_nowait,
     malformed,
-    ping_request,
     pong,
-    start,
+    start_ping,
 )
 from zcoder.relay.protocol import FrameDecoder
 from zcoder.relay.registry import Peer, candidates, dropped, found, list_sender, sorted_peers
@@ -51,14 +51,12 @@ class _Probe:
 
     @property
     def name(self) -> str:
-        return f"a-{self.manifest.instance_id}.json"
+        return manifest_name(self.manifest.instance_id)
 
 
 def _connect(probe: _Probe, sender: str, max_bytes: int) -> bool:
     """Connect a probe whose listener's backlog was full; ``False`` while it still is.
     ``RelayTransportError`` as ``client.ping`` says it."""
-    target = probe.manifest.instance_id
-    request = ping_request(target, sender)
     try:
         sock = connect_nowait(probe.manifest.socket)
     except OSError as exc:
@@ -66,7 +64,10 @@ def _connect(probe: _Probe, sender: str, max_bytes: int) -> bool:
         raise RelayTransportError(f"cannot connect to {where}: {exc.strerror or exc}") from None
     if sock is None:
         return False
-    probe.pending = start(sock, request, max_bytes)
+    target = probe.manifest.instance_id
+    probe.pending = start_ping(
+        sock, target_instance_id=target, sender_instance_id=sender, max_bytes=max_bytes
+    )
     return True
 
 

@@ -15,6 +15,7 @@ import trio
 from zcoder.errors import RelayError
 from zcoder.relay import client
 from zcoder.relay.limits import DEFAULT_MAX_BYTES
+from zcoder.relay.paths import manifest_name
 from zcoder.relay.registry import (
     Candidate,
     Peer,
@@ -33,7 +34,7 @@ async def _probe(
     candidate: Candidate, sender: str, max_bytes: int, io_timeout: float, out: list[Peer]
 ) -> None:
     manifest, pending = candidate
-    name = f"a-{manifest.instance_id}.json"
+    name = manifest_name(manifest.instance_id)
     with trio.move_on_after(io_timeout) as waiting:
         try:
             if pending is None:

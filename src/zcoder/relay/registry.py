@@ -53,6 +53,7 @@ from zcoder.relay.manifest import (
     publish_manifest,
     remove_manifest,
 )
+from zcoder.relay.paths import manifest_name, socket_name
 from zcoder.relay.ping import PendingPing, connect_nowait, start_ping
 from zcoder.relay.protocol import INSTANCE_ID_RE
 from zcoder.text.visible import escape_controls
@@ -203,8 +204,8 @@ def _implausible(directory: str, instance_id: str, uid: int) -> str:
     """Step 3, ``lstat`` only: why the pair is not a manifest-sized regular file of ours
     next to a socket of ours; ``""`` when it is."""
     try:
-        manifest = os.lstat(os.path.join(directory, f"a-{instance_id}.json"))
-        sock = os.lstat(os.path.join(directory, f"a-{instance_id}.sock"))
+        manifest = os.lstat(os.path.join(directory, manifest_name(instance_id)))
+        sock = os.lstat(os.path.join(directory, socket_name(instance_id)))
     except OSError as exc:
         return f"cannot lstat it: {exc.strerror}"
     if not stat.S_ISREG(manifest.st_mode) or manifest.st_uid != uid:
@@ -232,7 +233,7 @@ def candidates(directory: str, exclude: str | None, sender: str, max_bytes: int)
     try:
         listed = _listed_ids(directory, exclude)
         for n, instance_id in enumerate(listed):
-            name = f"a-{instance_id}.json"
+            name = manifest_name(instance_id)
             if connected >= MAX_MANIFESTS:
                 _log.debug(
                     "relay discovery read %d listening candidates, its bound; %d more names "
@@ -246,7 +247,7 @@ def candidates(directory: str, exclude: str | None, sender: str, max_bytes: int)
                 dropped(name, why)
                 continue
             try:
-                sock = connect_nowait(os.path.join(directory, f"a-{instance_id}.sock"))
+                sock = connect_nowait(os.path.join(directory, socket_name(instance_id)))
             except OSError as exc:  # a socket file left behind by a dead instance
                 dropped(name, f"nobody listens on its socket (stale): {exc.strerror}")
                 continue

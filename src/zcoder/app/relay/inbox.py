@@ -64,7 +64,9 @@ class RelayInbox:
     def sync(self) -> list[Say]:
         """Feed the machine what happened since the last look and carry out what that
         causes; the lines to show: the relay's problems, then the notices."""
-        inbound, effects = self.inbound, self._answers()
+        self._note_answers()
+        inbound = self.inbound
+        effects: list[Effect] = []
         refused: list[Say] = []
         for news in self._link.take_news():
             if isinstance(news, Refused):
@@ -81,13 +83,12 @@ class RelayInbox:
         problems = [Say(line, "error") for line in self._link.take_problems()]
         return problems + refused + self._perform(effects)
 
-    def _answers(self) -> list[Effect]:
+    def _note_answers(self) -> None:
         """The receivers that accepted a message of ours: a reply in a relayed turn is a
         round trip with its sender."""
         accepted, self._sends.accepted = self._sends.accepted, []
         for peer in accepted:
             self.inbound.sent_to(peer)
-        return []
 
     def sent_entries(self) -> list[TranscriptEvent]:
         """The sent list's transcript entries made since the last call (receipts taken by
@@ -154,7 +155,8 @@ class RelayInbox:
         return self._perform(self.inbound.reached())
 
     def finished(self, state: str, detail: str, changed: str) -> list[Say]:
-        return self._perform(self._answers() + self.inbound.finished(state, detail, changed))
+        self._note_answers()
+        return self._perform(self.inbound.finished(state, detail, changed))
 
     def abandoned(self) -> list[Say]:
         return self._perform(self.inbound.abandoned())

@@ -106,7 +106,7 @@ def test_escape_cancels_only_while_a_turn_runs_and_alt_keys_still_work() -> None
         # not see it after the turn started below).
         await wait_until(lambda: len(pressed) == 8 and not keys.key_buffer)
         assert events == []
-        t.turn_running = True
+        t.status.turn_running = True
         inp.send_text("\x1bb")  # Alt+B: back one word
         await wait_until(lambda: t.buffer.cursor_position == 4)
         assert events == []

@@ -289,16 +289,16 @@ def test_only_the_turn_s_begin_and_end_say_a_turn_runs() -> None:
     now = [100.0]
     status = Status(model="m", profile="coding", clock=lambda: now[0])
     status.set_state("thinking")
-    assert not status.busy
+    assert not status.turn_running
     status.began()
     now[0] += 20
     status.set_state("stopped")  # the agent's word on its own step
-    assert status.busy and status.turn_running
+    assert status.turn_running
     assert plain(render_status(status)).startswith(" stopped  m ")  # no clock on it
     status.set_state("streaming")
     assert plain(render_status(status)).startswith(" answering 20s ")
     status.ended()
-    assert not status.busy
+    assert not status.turn_running
     assert plain(render_status(status)).startswith(" ready  m ")
     status.began()
     status.set_state("error", "the server went away")

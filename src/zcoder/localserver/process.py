@@ -97,7 +97,6 @@ class ChildServer:
 
     def __init__(self, config: Config, n_ctx: int) -> None:
         assert config.gguf is not None
-        self.path = config.gguf
         self._argv = [
             sys.executable,
             "-m",

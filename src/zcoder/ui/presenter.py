@@ -109,7 +109,7 @@ class Presenter:
         self.status.warmup = event.state
         if event.problem:
             self.view.notice(f"warm-up failed: {event.problem}", "error")
-            if not self.status.busy:
+            if not self.status.turn_running:
                 self.status.set_state("offline", event.problem)
         elif event.state == "warm" and self.status.state in ("offline", "error"):
             self.status.set_state("ready")  # the server answered: it works again

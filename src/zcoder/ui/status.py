@@ -76,11 +76,6 @@ class Status:
         if self.state in _BUSY:
             self.set_state("ready")
 
-    @property
-    def busy(self) -> bool:
-        """A turn runs (``began`` without ``ended``)."""
-        return self.turn_running
-
 
 def _state_style(state: str) -> str:
     if state == "waiting_approval":
@@ -95,7 +90,7 @@ def _state_style(state: str) -> str:
 def _state_text(status: Status) -> str:
     label = STATE_LABELS.get(status.state, status.state)
     elapsed = status.clock() - status.since
-    if status.busy and status.state in _BUSY and elapsed >= _ELAPSED_AFTER:
+    if status.turn_running and status.state in _BUSY and elapsed >= _ELAPSED_AFTER:
         label += f" {int(elapsed)}s"
     if status.state == "ready" and status.warmup and status.warmup != "warm":
         label = status.warmup

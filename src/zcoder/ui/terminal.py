@@ -202,10 +202,6 @@ class Terminal:
         """A turn runs: the status's copy of the worker's TurnBegan/TurnEnded, the one."""
         return self.status.turn_running
 
-    @turn_running.setter
-    def turn_running(self, running: bool) -> None:
-        self.status.turn_running = running
-
     def _hint(self) -> StyleAndTextTuples:
         if self.approval.is_open:
             return [("class:dim", "answer the question above")]
@@ -323,5 +319,5 @@ class Terminal:
     async def _tick(self) -> None:
         while True:
             await trio.sleep(_TICK)
-            if self.status.busy or self.status.warmup == "warming up":
+            if self.status.turn_running or self.status.warmup == "warming up":
                 self.invalidate()

@@ -90,21 +90,27 @@ class TranscriptView:
     def end_turn(self) -> None:
         """The turn is over: flush whatever is left; running cards are interrupted."""
         self._fold_thinking()
-        rest = self.streamed[self._committed :]
-        if rest.strip():
-            self._print_assistant(rest)
+        self._print_rest()
         for update in list(self.tools.values()):
             self._tool(attrs.evolve(update, state="interrupted", result=ToolResult("")))
-        self.streamed, self._committed = "", 0
         self._printed_tools.clear()
-        self._print_held()
+        self._streamed_out()
 
     def _cut_off(self) -> None:
         """An error ended the answer being streamed: what streamed, then ``(cut off)``."""
+        self._print_rest("(cut off)")
+        self._streamed_out()
+
+    def _print_rest(self, mark: str = "") -> None:
+        """What streamed and is not printed yet, then ``mark``, dim, under it."""
         rest = self.streamed[self._committed :]
         if rest.strip():
             self._print_assistant(rest)
-        self._print([("class:dim", "  (cut off)\n")])
+        if mark:
+            self._print([("class:dim", f"  {mark}\n")])
+
+    def _streamed_out(self) -> None:
+        """The streamed answer is all printed: the notices held back meanwhile follow."""
         self.streamed, self._committed = "", 0
         self._print_held()
 
@@ -146,15 +152,10 @@ class TranscriptView:
 
     def _finish_assistant(self, event: TranscriptEvent) -> None:
         if self.streamed and self.streamed.strip() == event.text.strip():
-            rest = self.streamed[self._committed :]
-            if rest.strip():
-                self._print_assistant(rest)
-            if dict(event.meta).get("partial") == "yes":
-                self._print([("class:dim", "  (stopped)\n")])
+            self._print_rest("(stopped)" if dict(event.meta).get("partial") == "yes" else "")
         else:
             self._print(render_event(event, width=self._width()))
-        self.streamed, self._committed = "", 0
-        self._print_held()
+        self._streamed_out()
 
     def render_live(self, max_lines: int) -> StyleAndTextTuples:
         """The moving part of the transcript, cut to its last ``max_lines`` screen lines."""

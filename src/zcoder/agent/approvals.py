@@ -36,6 +36,7 @@ from zcoder.agent.parts import CallOutcome, TurnParts, refusal
 from zcoder.agent.turns import RelaySender
 from zcoder.approval.policy import (
     DENIED_BY_POLICY,
+    RELAY_DENIED,
     CommandVerdict,
     apply_answer,
     control_file,
@@ -250,8 +251,9 @@ class Approvals:
             return refusal(verdict.reason, "denied", f"blocked by the safety guard: {why}")
         if verdict.action == "deny":
             # A receiver whose own commands ask says whose are denied.
-            relayed = self._origin == "relay" and config.relay.commands == "deny"
-            card = "relayed commands denied" if relayed else "commands denied"
+            card = (
+                "relayed commands denied" if verdict.reason == RELAY_DENIED else "commands denied"
+            )
             return refusal(verdict.reason or denial_text(command), "denied", card)
         _, a_grants = apply_answer("a", origin=self._origin, profile=config.profile)
         outside = f"its reason: {_outside_asked(call)}" if verdict.outside else ""

@@ -123,3 +123,23 @@ async def test_undo_by_number_tells_the_model_and_survives_a_resume(
     ):
         await again.undo(None)
     await client.aclose()
+
+
+async def test_a_write_through_a_symlinked_directory_is_recorded_as_git_names_it(
+    fake: FakeOllama, workspace: Path
+) -> None:
+    # The model names link/a.py; the tool writes real/a.py, and git would refuse the
+    # first name (beyond a symbolic link), failing the turn's checkpoint.
+    (workspace / "real").mkdir()
+    (workspace / "link").symlink_to("real")
+    fake.set_script(
+        {
+            "models": [MODEL],
+            "responses": [_tool("write_file", path="link/a.py", content="x\n"), _answer("ok")],
+        }
+    )
+    store = SessionStore(make_config(workspace).home, workspace, "coding")
+    agent, client = _agent(fake, workspace, store, store.create(MODEL))
+    await agent.run_turn(TurnRequest("user", "write it"))
+    await client.aclose()
+    assert agent.turn_changes == ("real/a.py",)

@@ -440,19 +440,3 @@ async def test_a_repository_that_was_there_is_not_named(workspace: Path, tmp_pat
     record = await turn(cps, workspace, "echo n > n.txt; echo y > lib/y.py")
     assert record is not None
     assert [(c.path, c.recorded) for c in record.changes] == [("n.txt", True)]
-
-
-async def test_a_file_tool_writing_through_a_symlinked_directory_is_recorded(
-    workspace: Path, tmp_path: Path
-) -> None:
-    # The tool names link/a.py; git and the tools see real/a.py (the file tools resolve
-    # symlinks): the turn is recorded under that name, not failed by git's check-ignore.
-    (workspace / "real").mkdir()
-    (workspace / "link").symlink_to("real")
-    cps = checkpoints(tmp_path, workspace)
-    t = cps.turn(SID, "user", "", "write through the link")
-    await t.before_change(["link/a.py"])
-    (workspace / "real" / "a.py").write_text("x\n")
-    record = await t.finish()
-    assert record is not None
-    assert [(c.status, c.path, c.recorded) for c in record.changes] == [("A", "real/a.py", True)]

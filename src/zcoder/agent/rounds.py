@@ -37,6 +37,7 @@ from zcoder.text.flat import one_line
 from zcoder.tools.base import ToolContext, ToolResult
 from zcoder.tools.registry import CheckedCall
 from zcoder.tools.shell import OUTSIDE_SANDBOX, sandbox_note
+from zcoder.tools.workspace import resolved_names
 
 __all__ = ["CANCELLED_TEXT", "INTERRUPTED_TEXT", "RoundRunner", "describe_model_error"]
 
@@ -242,7 +243,9 @@ class RoundRunner:
         toolbox = self._p.toolbox
         if self._p.before_change is None or not toolbox.may_change_files(call.name):
             return
-        problem = await self._p.before_change(toolbox.paths_written(call.name, call.arguments))
+        # As the tools will write them: a symlinked directory is followed, as git sees it.
+        written = toolbox.paths_written(call.name, call.arguments)
+        problem = await self._p.before_change(resolved_names(self._p.config.workspace, written))
         if problem:
             self._p.entry("error", problem)
 

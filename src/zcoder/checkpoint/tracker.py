@@ -40,8 +40,7 @@ from zcoder.checkpoint.shadow import (
 )
 from zcoder.checkpoint.text import UndoReport, remove_command, restore_command
 from zcoder.checkpoint.upkeep import upkeep
-from zcoder.errors import CheckpointError, WorkspaceError
-from zcoder.tools.workspace import display, resolve
+from zcoder.errors import CheckpointError
 
 __all__ = ["Checkpoints", "TurnCheckpoint"]
 
@@ -241,8 +240,9 @@ class TurnCheckpoint:
 
     async def before_change(self, paths: Sequence[str] = ()) -> str:
         """Called before a tool call that may change files (``paths``: what a file tool
-        names). The first call takes the snapshot; the problem, once, when it fails."""
-        self._written.update(dict.fromkeys(self._within(paths)))
+        names, as the tools resolve it: ``tools.workspace.resolved_names``). The first call
+        takes the snapshot; the problem, once, when it fails."""
+        self._written.update(dict.fromkeys(self._relative(p) for p in paths if p))
         if self._before is not None or self._failed or not self._owner.enabled:
             return ""
         shadow = self._owner.shadow(self._session_id)
@@ -256,17 +256,10 @@ class TurnCheckpoint:
             return f"No checkpoint for this turn: {exc}. /undo cannot take it back."
         return ""
 
-    def _within(self, paths: Sequence[str]) -> list[str]:
-        """The paths as the file tools resolve them (symlinks followed), relative to the
-        workspace, as git names them; one outside it is no write of the turn's."""
+    def _relative(self, path: str) -> str:
         workspace = self._owner.workspace
-        found: list[str] = []
-        for path in paths:
-            try:
-                found.append(display(workspace, resolve(workspace, path)))
-            except WorkspaceError:
-                continue
-        return found
+        full = os.path.normpath(workspace / path)
+        return os.path.relpath(full, workspace)
 
     async def finish(self) -> TurnRecord | None:
         """Snapshot the workspace again and keep the turn when it changed anything;

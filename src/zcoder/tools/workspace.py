@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 from zcoder.errors import WorkspaceError
@@ -40,6 +41,18 @@ def display(workspace: Path, path: Path) -> str:
     root = os.path.realpath(workspace)
     rel = os.path.relpath(path, root)
     return Path(rel).as_posix()
+
+
+def resolved_names(workspace: Path, raws: Iterable[str]) -> list[str]:
+    """The paths a file tool names, as the tools resolve them (symlinks followed), relative
+    to the workspace (as git names them too); one the tools refuse is left out."""
+    found: list[str] = []
+    for raw in raws:
+        try:
+            found.append(display(workspace, resolve(workspace, raw)))
+        except WorkspaceError:
+            continue
+    return found
 
 
 def _stat(path: Path, raw: str, missing: str) -> os.stat_result:
